@@ -1,0 +1,1 @@
+"""The commands of the ``verigym`` CLI, one module each (see ``verigym.cli``)."""

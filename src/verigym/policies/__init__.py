@@ -1,0 +1,1 @@
+"""verigym.policies."""

@@ -1,0 +1,72 @@
+"""The ``Policy`` protocol: anything that turns messages into a ``Completion``.
+
+A policy is async and stateless from the caller's view. ``complete`` returns one sample;
+``sample`` returns ``sampling.n`` samples, using the policy's own ``complete_n`` where it has
+one (a server's ``n``, a local model's batched generation) and concurrent ``complete`` calls
+with per-sample seeds otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from verigym.types import Completion, Message, Sampling
+
+__all__ = ["Policy", "PolicyError", "sample"]
+
+
+class PolicyError(Exception):
+    """A request to a policy failed for a reason that is not the model's output.
+
+    ``retryable`` says whether repeating the same request may succeed (429, 5xx, timeouts).
+    """
+
+    def __init__(self, kind: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """``async complete(messages, *, tools=None, sampling) -> Completion``.
+
+    ``tools`` are OpenAI-format function schemas (``Tool.schema()``).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        sampling: Sampling,
+    ) -> Completion: ...
+
+
+async def sample(
+    policy: Policy,
+    messages: Sequence[Message],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    sampling: Sampling,
+) -> list[Completion]:
+    """``sampling.n`` completions for one prompt."""
+    many = getattr(policy, "complete_n", None)
+    if many is not None:
+        result: list[Completion] = await many(messages, tools=tools, sampling=sampling)
+        return result
+    one = sampling.model_copy(update={"n": 1})
+    seeds = [None if sampling.seed is None else sampling.seed + i for i in range(sampling.n)]
+    return list(
+        await asyncio.gather(
+            *(
+                policy.complete(messages, tools=tools, sampling=one.model_copy(update={"seed": s}))
+                for s in seeds
+            )
+        )
+    )

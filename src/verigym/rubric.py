@@ -1,0 +1,212 @@
+"""Graders and the Rubric that combines them into a Score.
+
+A grader is explicit: a function ``(task, trajectory) -> Grade | float | bool`` (sync or
+async), wrapped in ``Grader`` with a name and a weight. No argument injection by parameter
+names. A group grader sees every sample of one task at once:
+``(task, [trajectory, ...]) -> [Grade | float | bool, ...]``.
+
+Errors are not zeros: a grader that raises, times out or returns NaN gives an errored
+``Grade``; a sample with any errored grade (that was not skipped by a gate) has no reward and
+carries the error instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from verigym.types import Grade, Score, Task, Trajectory
+
+__all__ = ["GradeLike", "Grader", "GroupGrader", "Penalty", "Rubric", "to_grade"]
+
+GradeLike: TypeAlias = "Grade | float | int | bool"
+GraderFn: TypeAlias = Callable[[Task, Trajectory], "GradeLike | Awaitable[GradeLike]"]
+GroupGraderFn: TypeAlias = Callable[
+    [Task, Sequence[Trajectory]], "Sequence[GradeLike] | Awaitable[Sequence[GradeLike]]"
+]
+
+
+def to_grade(value: Any) -> Grade:
+    """Coerce a grader's return value into a ``Grade``; anything else is an errored grade."""
+    if isinstance(value, Grade):
+        if value.error is None and not math.isfinite(value.score):
+            return Grade.failed(f"grader returned a non-finite score {value.score!r}")
+        return value
+    if isinstance(value, bool):
+        return Grade(score=1.0 if value else 0.0)
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return Grade.failed(f"grader returned a non-finite score {value!r}")
+        return Grade(score=float(value))
+    return Grade.failed(f"grader returned {type(value).__name__}, expected Grade, float or bool")
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        coro = fn(*args)
+    else:
+        coro = asyncio.to_thread(fn, *args)
+    return await asyncio.wait_for(coro, timeout) if timeout else await coro
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Grader:
+    """One verifier with a weight. ``timeout`` is in seconds (None: no limit)."""
+
+    fn: GraderFn
+    weight: float = 1.0
+    name: str = ""
+    timeout: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", getattr(self.fn, "__name__", "grader"))
+
+    async def grade(self, task: Task, trajectory: Trajectory) -> Grade:
+        try:
+            return to_grade(await _call(self.fn, (task, trajectory), self.timeout))
+        except TimeoutError:
+            return Grade.failed(f"grader {self.name!r} timed out after {self.timeout}s")
+        except Exception as exc:
+            return Grade.failed(f"grader {self.name!r} raised {_describe(exc)}")
+
+
+@dataclass(frozen=True)
+class GroupGrader:
+    """A grader that sees all samples of one task (e.g. relative length, diversity)."""
+
+    fn: GroupGraderFn
+    weight: float = 1.0
+    name: str = ""
+    timeout: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", getattr(self.fn, "__name__", "group_grader"))
+
+    async def grade_group(self, task: Task, trajectories: Sequence[Trajectory]) -> list[Grade]:
+        try:
+            values = await _call(self.fn, (task, list(trajectories)), self.timeout)
+        except TimeoutError:
+            return [Grade.failed(f"group grader {self.name!r} timed out after {self.timeout}s")] * len(
+                trajectories
+            )
+        except Exception as exc:
+            return [Grade.failed(f"group grader {self.name!r} raised {_describe(exc)}")] * len(trajectories)
+        if len(values) != len(trajectories):
+            reason = f"group grader {self.name!r} returned {len(values)} grades for {len(trajectories)} samples"
+            return [Grade.failed(reason)] * len(trajectories)
+        return [to_grade(v) for v in values]
+
+
+@dataclass(frozen=True)
+class Penalty:
+    """A cheating detector: when ``grader`` scores above 0.5 the reward drops by ``amount``.
+
+    A detector's own error is recorded but never rewarded or penalised (it is masked).
+    """
+
+    grader: Grader
+    amount: float = 1.0
+
+
+@dataclass
+class Rubric:
+    """Named graders with weights, gates and an optional cheating penalty.
+
+    ``gates`` maps a grader name to the names it depends on: it runs only when each of them
+    scored ≥ ``gate_threshold``; otherwise it gets 0 with detail ``gated``.
+    reward = Σ w_k g_k − penalty.
+    """
+
+    graders: Sequence[Grader | GroupGrader] = field(default_factory=list)
+    gates: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    penalty: Penalty | None = None
+    gate_threshold: float = 1.0
+
+    def __post_init__(self) -> None:
+        names = [g.name for g in self.graders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"rubric grader names must be unique, got {names}")
+        for name, deps in self.gates.items():
+            for n in [name, *deps]:
+                if n not in names:
+                    raise ValueError(f"rubric gate names unknown grader {n!r}; graders are {names}")
+
+    @property
+    def names(self) -> list[str]:
+        return [g.name for g in self.graders]
+
+    @property
+    def has_group_graders(self) -> bool:
+        return any(isinstance(g, GroupGrader) for g in self.graders)
+
+    async def score(self, task: Task, trajectory: Trajectory) -> Score:
+        """Score one sample (group graders see a group of one)."""
+        return (await self.score_group(task, [trajectory]))[0]
+
+    async def score_group(self, task: Task, trajectories: Sequence[Trajectory]) -> list[Score]:
+        """Score every sample of one task; group graders see them all together."""
+        n = len(trajectories)
+        grades: list[dict[str, Grade]] = [{} for _ in range(n)]
+        pending = list(self.graders)
+        while pending:
+            ready = [g for g in pending if all(d in grades[0] for d in self.gates.get(g.name, ()))]
+            if not ready:  # a cycle in gates
+                raise ValueError(f"rubric gates form a cycle among {[g.name for g in pending]}")
+            await asyncio.gather(*(self._run(g, task, trajectories, grades) for g in ready))
+            pending = [g for g in pending if g not in ready]
+        penalties = [0.0] * n
+        if self.penalty is not None:
+            detector = self.penalty
+            found = await asyncio.gather(*(detector.grader.grade(task, t) for t in trajectories))
+            for i, grade in enumerate(found):
+                grades[i][f"penalty:{detector.grader.name}"] = grade
+                if grade.ok and grade.score > 0.5:
+                    penalties[i] = detector.amount
+        return [self._combine(g, p, t) for g, p, t in zip(grades, penalties, trajectories, strict=True)]
+
+    async def _run(
+        self,
+        grader: Grader | GroupGrader,
+        task: Task,
+        trajectories: Sequence[Trajectory],
+        grades: list[dict[str, Grade]],
+    ) -> None:
+        deps = self.gates.get(grader.name, ())
+        open_idx = [
+            i
+            for i in range(len(trajectories))
+            if all(grades[i][d].ok and grades[i][d].score >= self.gate_threshold for d in deps)
+        ]
+        for i in range(len(trajectories)):
+            if i not in open_idx:
+                grades[i][grader.name] = Grade(score=0.0, detail="gated")
+        if not open_idx:
+            return
+        subset = [trajectories[i] for i in open_idx]
+        if isinstance(grader, GroupGrader):
+            results = await grader.grade_group(task, subset)
+        else:
+            results = list(await asyncio.gather(*(grader.grade(task, t) for t in subset)))
+        for i, grade in zip(open_idx, results, strict=True):
+            grades[i][grader.name] = grade
+
+    def _combine(self, grades: dict[str, Grade], penalty: float, trajectory: Trajectory) -> Score:
+        if trajectory.error is not None:
+            return Score(grades=grades, error=f"{trajectory.error.kind}: {trajectory.error.message}")
+        errors = [g.error for name, g in grades.items() if g.error and not name.startswith("penalty:")]
+        if errors:
+            return Score(grades=grades, error="; ".join(e for e in errors if e))
+        weights = {g.name: g.weight for g in self.graders}
+        reward = sum(weights[name] * g.score for name, g in grades.items() if name in weights)
+        return Score(grades=grades, reward=reward - penalty, penalty=penalty)
+
