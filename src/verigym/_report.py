@@ -15,7 +15,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
 
 __all__ = ["HtmlReport", "figure"]
 

@@ -102,7 +102,9 @@ class GroupGrader:
         except Exception as exc:
             return [Grade.failed(f"group grader {self.name!r} raised {_describe(exc)}")] * len(trajectories)
         if len(values) != len(trajectories):
-            reason = f"group grader {self.name!r} returned {len(values)} grades for {len(trajectories)} samples"
+            reason = (
+                f"group grader {self.name!r} returned {len(values)} grades for {len(trajectories)} samples"
+            )
             return [Grade.failed(reason)] * len(trajectories)
         return [to_grade(v) for v in values]
 
@@ -209,4 +211,3 @@ class Rubric:
         weights = {g.name: g.weight for g in self.graders}
         reward = sum(weights[name] * g.score for name, g in grades.items() if name in weights)
         return Score(grades=grades, reward=reward - penalty, penalty=penalty)
-

@@ -145,14 +145,20 @@ class MultiTurnEnv(Environment, ABC):
 
     @staticmethod
     def record_model_turn(trajectory: Trajectory, completion: Completion) -> None:
-        trajectory.turns.append(Turn(source="model", messages=[completion.as_message()], completion=completion))
+        trajectory.turns.append(
+            Turn(source="model", messages=[completion.as_message()], completion=completion)
+        )
 
 
 class SingleTurnEnv(MultiTurnEnv, ABC):
     """One prompt, one answer."""
 
     def __init__(
-        self, *, rubric: Rubric | None = None, system_prompt: str | None = None, timeout_s: float | None = None
+        self,
+        *,
+        rubric: Rubric | None = None,
+        system_prompt: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         super().__init__(rubric=rubric, system_prompt=system_prompt, max_turns=1, timeout_s=timeout_s)
 
