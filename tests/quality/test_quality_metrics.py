@@ -37,7 +37,7 @@ def _records(rates: dict[str, float], k: int = 4) -> list[dict[str, Any]]:
 
 
 def test_pass_table_keeps_errors_out_of_rates() -> None:
-    recs = _records({"a": 0.5}) + [{"task_id": "a", "sample_index": 9, "score": {"reward": None}}]
+    recs = [*_records({"a": 0.5}), {"task_id": "a", "sample_index": 9, "score": {"reward": None}}]
     table, errors = pass_table({"m": recs})
     assert table["m"]["a"] == 0.5
     assert errors["m"] == 1
