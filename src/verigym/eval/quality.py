@@ -116,7 +116,7 @@ def separability(
     if len(tasks) < 2 or len(models) < 2:
         return {"pairs": [], "share_separated": math.nan, "rank_stability_tau": math.nan}
     samples = [[rng.randrange(len(tasks)) for _ in tasks] for _ in range(n_boot)]
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for a, b in itertools.combinations(models, 2):
         diffs = [table[a][t] - table[b][t] for t in tasks]
         boot = sorted(sum(diffs[i] for i in idx) / len(idx) for idx in samples)
@@ -138,7 +138,7 @@ def separability(
 
 def discrimination(table: PassTable, top: int = 10) -> list[dict[str, Any]]:
     """Tasks ranked by how much they separate models (std of pass rates across models)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for t in _common_tasks(table):
         rates = [table[m][t] for m in table]
         mean = sum(rates) / len(rates)
