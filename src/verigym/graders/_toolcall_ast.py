@@ -1,0 +1,246 @@
+"""BFCL-style AST matching of tool calls against allowed answers (the engine of ``toolcall.py``).
+
+An *answer* is one expected call in the BFCL ``possible_answer`` form::
+
+    {"get_weather": {"city": ["Paris", "paris, france"], "unit": ["celsius", ""]}}
+
+each parameter maps to the list of values allowed for it; ``""`` in the list means the parameter
+may be omitted. A *function doc* is a BFCL/OpenAI function schema (``{"name", "parameters":
+{"type", "properties", "required"}}``) and supplies the types.
+
+Fixed relative to the public BFCL checker (Patil et al. 2024, "The Berkeley Function Calling
+Leaderboard"):
+
+- types are checked to any depth (array items, object properties, tuple positions), not one level;
+- a ``tuple`` parameter is not satisfied by any list: its length and per-position types are checked;
+- ``bool`` is not an ``integer`` (Python's ``True == 1``), while an integer is accepted for a float;
+- string normalisation is casefold + whitespace only, so ``"-5"`` is not ``"5"`` and ``"a.b"`` is
+  not ``"ab"`` (BFCL deletes punctuation before comparing).
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Call",
+    "MatchResult",
+    "check_type",
+    "match_call",
+    "match_calls",
+    "normalise_string",
+    "values_equal",
+]
+
+_MISSING = object()
+_INT_TYPES = {"integer", "int"}
+_FLOAT_TYPES = {"float", "number", "double"}
+_STR_TYPES = {"string", "str"}
+_BOOL_TYPES = {"boolean", "bool"}
+_LIST_TYPES = {"array", "list"}
+_DICT_TYPES = {"dict", "object"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call the model made: a function name and its parsed arguments."""
+
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    ok: bool
+    reason: str = ""
+
+
+def normalise_string(value: str) -> str:
+    """Unicode NFKC, casefold, trimmed, internal whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", value).casefold().split())
+
+
+def check_type(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
+    """None when ``value`` has the type ``schema`` declares (recursively), else the reason."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and not any(values_equal(value, e) for e in enum):
+        return f"{path}: {value!r} is not one of {enum!r}"
+    kind = str(schema.get("type", "any")).lower()
+    if kind in {"any", ""}:
+        return None
+    if kind in _BOOL_TYPES:
+        return None if isinstance(value, bool) else f"{path}: expected boolean, got {type(value).__name__}"
+    if kind in _INT_TYPES:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else f"{path}: expected integer, got {type(value).__name__}"
+    if kind in _FLOAT_TYPES:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else f"{path}: expected number, got {type(value).__name__}"
+    if kind in _STR_TYPES:
+        return None if isinstance(value, str) else f"{path}: expected string, got {type(value).__name__}"
+    if kind == "tuple":
+        if not isinstance(value, list | tuple):
+            return f"{path}: expected tuple, got {type(value).__name__}"
+        positions = schema.get("prefixItems", schema.get("items"))
+        if isinstance(positions, list):
+            if len(value) != len(positions):
+                return f"{path}: tuple of {len(positions)} expected, got {len(value)} items"
+            for i, (v, s) in enumerate(zip(value, positions, strict=True)):
+                if (err := check_type(v, s, f"{path}[{i}]")) is not None:
+                    return err
+            return None
+        return _check_items(value, schema, path)
+    if kind in _LIST_TYPES:
+        if not isinstance(value, list):
+            return f"{path}: expected array, got {type(value).__name__}"
+        return _check_items(value, schema, path)
+    if kind in _DICT_TYPES:
+        if not isinstance(value, dict):
+            return f"{path}: expected object, got {type(value).__name__}"
+        props: Mapping[str, Any] = schema.get("properties") or {}
+        for key in schema.get("required", []):
+            if key not in value:
+                return f"{path}.{key}: required key missing"
+        for key, v in value.items():
+            if key in props:
+                if (err := check_type(v, props[key], f"{path}.{key}")) is not None:
+                    return err
+            elif props and schema.get("additionalProperties", True) is False:
+                return f"{path}.{key}: unexpected key"
+        return None
+    return f"{path}: unknown declared type {kind!r}"
+
+
+def _check_items(value: Sequence[Any], schema: Mapping[str, Any], path: str) -> str | None:
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        for i, v in enumerate(value):
+            if (err := check_type(v, items, f"{path}[{i}]")) is not None:
+                return err
+    return None
+
+
+def _numbers_equal(a: Any, b: Any) -> bool:
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+
+
+def values_equal(value: Any, allowed: Any) -> bool:
+    """Deep equality with normalised strings, int == float, bool never a number."""
+    if isinstance(allowed, bool) or isinstance(value, bool):
+        return isinstance(allowed, bool) and isinstance(value, bool) and allowed is value
+    if isinstance(allowed, int | float) and isinstance(value, int | float):
+        return _numbers_equal(value, allowed)
+    if isinstance(allowed, str) and isinstance(value, str):
+        return normalise_string(value) == normalise_string(allowed)
+    if isinstance(allowed, list | tuple) and isinstance(value, list | tuple):
+        return len(value) == len(allowed) and all(
+            values_equal(v, a) for v, a in zip(value, allowed, strict=True)
+        )
+    if isinstance(allowed, Mapping) and isinstance(value, Mapping):
+        return _dict_matches(value, allowed)
+    if allowed is None or value is None:
+        return allowed is None and value is None
+    return False
+
+
+def _dict_matches(value: Mapping[str, Any], allowed: Mapping[str, Any]) -> bool:
+    """A nested dict answer: each key maps to a list of allowed values (``""`` = may be omitted)
+    in BFCL's nested form, or to a literal value."""
+    for key in value:
+        if key not in allowed:
+            return False
+    for key, options in allowed.items():
+        opts = options if isinstance(options, list) else [options]
+        if key not in value:
+            if "" not in opts:
+                return False
+            continue
+        if not any(values_equal(value[key], o) for o in opts if o != "" or value[key] == ""):
+            return False
+    return True
+
+
+def _param_ok(value: Any, options: Sequence[Any]) -> bool:
+    return any(values_equal(value, o) for o in options if not (o == "" and value != ""))
+
+
+def match_call(
+    call: Call, answer: Mapping[str, Mapping[str, Sequence[Any]]], doc: Mapping[str, Any] | None
+) -> MatchResult:
+    """Does ``call`` satisfy one expected ``answer`` (``{name: {param: [allowed, ...]}}``)?"""
+    if len(answer) != 1:
+        return MatchResult(False, f"an answer must name exactly one function, got {list(answer)}")
+    ((name, params),) = answer.items()
+    if call.name != name:
+        return MatchResult(False, f"called {call.name!r}, expected {name!r}")
+    props: Mapping[str, Any] = {}
+    required: Sequence[str] = ()
+    if doc is not None:
+        schema = doc.get("parameters") or {}
+        props = schema.get("properties") or {}
+        required = schema.get("required") or ()
+    for key in required:
+        if key not in call.arguments:
+            return MatchResult(False, f"{name}: required parameter {key!r} missing")
+    for key, value in call.arguments.items():
+        if key not in params or (doc is not None and key not in props):
+            return MatchResult(False, f"{name}: unexpected parameter {key!r}")
+        if key in props and (err := check_type(value, props[key], f"{name}.{key}")) is not None:
+            return MatchResult(False, err)
+        if not _param_ok(value, params[key]):
+            return MatchResult(False, f"{name}.{key}: value {value!r} not in allowed {list(params[key])!r}")
+    for key, options in params.items():
+        if key not in call.arguments and "" not in options:
+            return MatchResult(False, f"{name}: parameter {key!r} omitted but not optional here")
+    return MatchResult(True, "")
+
+
+def match_calls(
+    calls: Sequence[Call],
+    answers: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]],
+    functions: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    ordered: bool = False,
+) -> MatchResult:
+    """Match every call to exactly one answer (order-free unless ``ordered``); no extra, no missing."""
+    docs = {str(f.get("name")): f for f in functions or ()}
+    if len(calls) != len(answers):
+        names = [c.name for c in calls]
+        return MatchResult(False, f"made {len(calls)} calls {names}, expected {len(answers)}")
+    if functions is not None:
+        for c in calls:
+            if c.name not in docs:
+                return MatchResult(False, f"called unknown function {c.name!r}")
+
+    def doc_of(answer: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return docs.get(next(iter(answer))) if functions is not None else None
+
+    if ordered:
+        for c, a in zip(calls, answers, strict=True):
+            res = match_call(c, a, doc_of(a))
+            if not res.ok:
+                return res
+        return MatchResult(True)
+    ok = [[match_call(c, a, doc_of(a)) for a in answers] for c in calls]
+    owner: list[int | None] = [None] * len(answers)
+
+    def augment(i: int, seen: set[int]) -> bool:  # Kuhn's bipartite matching; n is tiny
+        for j in range(len(answers)):
+            if ok[i][j].ok and j not in seen:
+                seen.add(j)
+                prev = owner[j]
+                if prev is None or augment(prev, seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i in range(len(calls)):
+        if not augment(i, set()):
+            reasons = [r.reason for r in ok[i] if r.reason]
+            closest = min(reasons, key=lambda r: ("called" in r, len(r))) if reasons else "no answer left"
+            return MatchResult(False, f"call {i} ({calls[i].name}) matches no remaining answer: {closest}")
+    return MatchResult(True)
