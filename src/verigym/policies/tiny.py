@@ -146,7 +146,8 @@ def build_model(
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.bos_token_id = tok.bos_token_id
-    return model.eval()
+    model.eval()
+    return model
 
 
 def count_parameters(model: Any) -> int:
