@@ -1,1 +1,34 @@
-"""verigym.select."""
+"""Test-time selection: pick one answer among N samples of a task.
+
+* ``majority``: majority and weighted vote (deterministic tie-breaking).
+* ``best_of_n``: the highest-scored sample under a Grader or a reward-model Policy.
+* ``deepconf``: confidence-filtered voting (offline) and ``OnlineDeepConf``, an early-stop
+  hook that ends low-confidence traces during generation (Fu et al. 2025).
+* ``genselect``: a selector model compares up to 8 solutions at once, in a knockout
+  tournament (Toshniwal et al. 2025); ``genselect.pick`` also chooses SFT demonstrations.
+* ``run``: the experiment behind ``verigym select`` (accuracy vs samples and tokens).
+"""
+
+from verigym.select._common import Candidate, Selection, answer_key, normalize_answer
+from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
+from verigym.select.deepconf import OnlineDeepConf, select_deepconf, select_online
+from verigym.select.genselect import pick, select_genselect
+from verigym.select.majority import Vote, majority_vote, select_majority, weighted_vote
+
+__all__ = [
+    "Candidate",
+    "OnlineDeepConf",
+    "Selection",
+    "Vote",
+    "answer_key",
+    "majority_vote",
+    "normalize_answer",
+    "pick",
+    "select_best_of_n_grader",
+    "select_best_of_n_reward_model",
+    "select_deepconf",
+    "select_genselect",
+    "select_majority",
+    "select_online",
+    "weighted_vote",
+]
