@@ -4,6 +4,8 @@ Environments (tasks + harness + rubric) run a ``Policy`` into ``Trajectory`` rec
 by a ``Rubric``; the same records feed evaluation, SFT data, RL and test-time selection.
 """
 
+from typing import TYPE_CHECKING
+
 from verigym.envs.base import Environment, MultiTurnEnv, SingleTurnEnv
 from verigym.policies.base import Policy, PolicyError, sample
 from verigym.rubric import Grader, GroupGrader, Penalty, Rubric
@@ -22,7 +24,20 @@ from verigym.types import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from verigym.envs.registry import load_env
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # Lazy: the registry (and any environment) is imported only when asked for.
+    if name == "load_env":
+        from verigym.envs.registry import load_env
+
+        return load_env
+    raise AttributeError(f"module 'verigym' has no attribute {name!r}")
+
 
 __all__ = [
     "Completion",
@@ -47,5 +62,6 @@ __all__ = [
     "Turn",
     "Usage",
     "__version__",
+    "load_env",
     "sample",
 ]

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "Completion",
@@ -131,6 +131,9 @@ class Completion(_Frozen):
     ``top_logprobs`` holds, per completion token, the top-k logprobs in descending order.
     """
 
+    # A logprob of -inf (a token the model gave no mass) is written as the string "-Infinity".
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str = "stop"
@@ -213,6 +216,12 @@ class Grade(_Frozen):
     score: float
     detail: str = ""
     error: str | None = None
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _null_is_nan(cls, value: Any) -> Any:
+        # JSON has no NaN: an errored grade's NaN score is written as null and read back as NaN.
+        return math.nan if value is None else value
 
     @classmethod
     def failed(cls, reason: str) -> Grade:

@@ -1,0 +1,92 @@
+"""``DatasetEnv``: a single-turn environment over a fixed list of tasks, in a few lines::
+
+    env = DatasetEnv(load_jsonl("qa.jsonl"), rubric=Rubric([Grader(exact_match)]))
+
+Tasks come as a list (the ``test`` split), a ``{split: tasks}`` dict, or a file path loaded on
+first use (so construction reads nothing). ``seed`` reorders tasks only when ``shuffle=True``.
+Its oracle answers each task's reference answer; its null policy answers nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from verigym.envs.base import SingleTurnEnv
+from verigym.envs.datasets import DatasetError, load_tasks
+from verigym.policies.base import Policy
+from verigym.policies.scripted import ScriptedPolicy
+from verigym.rubric import Rubric
+from verigym.types import Message, Task
+
+__all__ = ["DatasetEnv", "lookup_policy"]
+
+
+def _key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+    return tuple((m.role, m.content) for m in messages if m.role != "system")
+
+
+def lookup_policy(tasks: Sequence[Task], *, name: str = "oracle") -> Policy:
+    """A scripted policy that answers each of ``tasks`` (recognised by its prompt) with its reference answer."""
+    table = {_key(t.prompt): t.answer or "" for t in tasks}
+
+    def reply(messages: Sequence[Message]) -> str:
+        return table.get(_key(messages), "")
+
+    return ScriptedPolicy(reply, name=name)
+
+
+class DatasetEnv(SingleTurnEnv):
+    """One prompt, one answer, over tasks from a list, a dict of splits or a dataset file."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task] | Mapping[str, Sequence[Task]] | str | Path,
+        *,
+        rubric: Rubric | None = None,
+        system_prompt: str | None = None,
+        name: str = "dataset",
+        description: str = "",
+        shuffle: bool = False,
+        fields: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        super().__init__(rubric=rubric, system_prompt=system_prompt, timeout_s=timeout_s)
+        self.name = name
+        self.description = description or self.description
+        self.shuffle = shuffle
+        self._source = tasks
+        self._fields = dict(fields or {})
+        self._splits: dict[str, list[Task]] | None = None
+
+    def _load(self) -> dict[str, list[Task]]:
+        if self._splits is None:
+            src = self._source
+            if isinstance(src, str | Path):
+                self._splits = {"test": load_tasks(src, **self._fields)}
+            elif isinstance(src, Mapping):
+                self._splits = {str(k): list(v) for k, v in src.items()}
+            else:
+                self._splits = {"test": list(src)}
+        return self._splits
+
+    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        splits = self._load()
+        if split not in splits:
+            raise DatasetError(f"{self.name}: no split {split!r} (splits: {', '.join(splits)})")
+        out = list(splits[split])
+        if self.shuffle:
+            random.Random(f"verigym/{self.name}/{seed}").shuffle(out)
+        return out if n is None else out[:n]
+
+    def oracle_policy(self) -> Policy | None:
+        """Answers each task's reference answer (None when the tasks have no answers)."""
+        every = [t for ts in self._load().values() for t in ts]
+        if not every or any(t.answer is None for t in every):
+            return None
+        return lookup_policy(every, name=f"{self.name}-oracle")
+
+    def null_policy(self) -> Policy:
+        return ScriptedPolicy(lambda messages: "", name=f"{self.name}-null")

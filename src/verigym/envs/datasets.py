@@ -1,0 +1,276 @@
+"""Tasks from files, from in-memory records (HF ``datasets`` included), and from seeded generators.
+
+- ``load_jsonl`` / ``load_parquet`` / ``load_tasks``: one task per row; the field mapping says
+  which column is the question (text, or a list of ``{"role", "content"}`` messages), the
+  answer and the id; the other columns (or those named in ``info``) go to ``Task.info``.
+- ``from_records``: the same for any iterable of dicts (a ``datasets.Dataset`` is one; the
+  ``datasets`` package is not needed).
+- ``procedural_tasks``: a generator ``(rng) -> Task`` drawn deterministically per
+  ``(name, seed, split, index)`` as reasoning-gym does. Splits are disjoint by content: a task
+  belongs to ``test`` when a hash of its prompt falls in the first ``test_fraction`` of the
+  range, so no train task ever equals a test task, whatever the seeds.
+
+A malformed row raises ``DatasetError`` with one line naming ``file:line`` and the field
+expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pydantic_core
+
+from verigym.types import Message, Task
+
+__all__ = [
+    "SPLITS",
+    "DatasetError",
+    "from_records",
+    "load_jsonl",
+    "load_parquet",
+    "load_tasks",
+    "procedural_tasks",
+    "split_of",
+]
+
+SPLITS = ("train", "test")
+
+
+class DatasetError(ValueError):
+    """A dataset file or row is not what was expected; the message is one line naming where."""
+
+
+def _jsonable(value: Any) -> Any:
+    return pydantic_core.to_jsonable_python(value, fallback=str)
+
+
+def _prompt(
+    value: Any, where: str, field: str, template: str | None, row: Mapping[str, Any]
+) -> list[Message]:
+    if isinstance(value, str):
+        if template is not None:
+            try:
+                value = template.format(**{str(k): v for k, v in row.items()})
+            except (KeyError, IndexError, ValueError) as exc:
+                raise DatasetError(
+                    f"{where}: template needs field {exc} which the row does not have"
+                ) from None
+        return [Message(role="user", content=value)]
+    if isinstance(value, list) and value and all(isinstance(m, Mapping) for m in value):
+        try:
+            return [Message(role=m["role"], content=m.get("content") or "") for m in value]
+        except Exception:
+            raise DatasetError(
+                f"{where}: field {field!r} must hold messages with role system/user/assistant/tool and content"
+            ) from None
+    raise DatasetError(
+        f"{where}: field {field!r} must be a string or a list of messages, got {type(value).__name__}"
+    )
+
+
+def _answer(value: Any, where: str, field: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise DatasetError(f"{where}: field {field!r} must be a string or a number, got {value!r}")
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(_jsonable(value))
+
+
+def _build(
+    rows: Iterable[tuple[str, Any]],
+    *,
+    question: str,
+    answer: str | None,
+    id: str | None,
+    info: Sequence[str] | None,
+    template: str | None,
+    id_prefix: str,
+) -> list[Task]:
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for index, (where, row) in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise DatasetError(
+                f"{where}: expected an object with field {question!r}, got {type(row).__name__}"
+            )
+        keys = ", ".join(map(str, row)) or "none"
+        needed = [question] + ([answer] if answer else []) + ([id] if id else []) + list(info or [])
+        for field in needed:
+            if field not in row:
+                raise DatasetError(f"{where}: missing field {field!r} (row has: {keys})")
+        prompt = _prompt(row[question], where, question, template, row)
+        ref = _answer(row[answer], where, answer) if answer else None
+        if id:
+            if row[id] is None or isinstance(row[id], list | dict):
+                raise DatasetError(f"{where}: field {id!r} must be a string or a number, got {row[id]!r}")
+            task_id = str(row[id])
+        else:
+            task_id = f"{id_prefix}-{index}"
+        if task_id in seen:
+            raise DatasetError(f"{where}: duplicate id {task_id!r} (first at {seen[task_id]})")
+        seen[task_id] = where
+        used = {question, answer, id}
+        names = list(info) if info is not None else [k for k in row if k not in used]
+        hidden = {str(k): _jsonable(row[k]) for k in names}
+        tasks.append(Task(id=task_id, prompt=tuple(prompt), answer=ref, info=hidden))
+    return tasks
+
+
+def from_records(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    question: str = "question",
+    answer: str | None = "answer",
+    id: str | None = None,
+    info: Sequence[str] | None = None,
+    template: str | None = None,
+    source: str = "records",
+) -> list[Task]:
+    """Tasks from dicts (a list, a generator, an HF ``datasets.Dataset``...).
+
+    ``question``: the field holding the prompt (text or messages); ``template``: optional
+    ``str.format`` template over the row's fields for the user message; ``answer``: the reference
+    field (None: tasks have no answer); ``id``: the id field (None: ``{source}-{index}``);
+    ``info``: fields copied into ``Task.info`` (None: every other field).
+    """
+    return _build(
+        ((f"{source}:{i}", row) for i, row in enumerate(rows)),
+        question=question,
+        answer=answer,
+        id=id,
+        info=info,
+        template=template,
+        id_prefix=source,
+    )
+
+
+def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(
+                    f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+
+
+def _check_file(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"{p}: no such file")
+    return p
+
+
+def load_jsonl(
+    path: str | Path,
+    *,
+    question: str = "question",
+    answer: str | None = "answer",
+    id: str | None = None,
+    info: Sequence[str] | None = None,
+    template: str | None = None,
+) -> list[Task]:
+    """Tasks from a JSON Lines file, one object per line (blank lines skipped). See ``from_records``."""
+    p = _check_file(path)
+    return _build(
+        _jsonl_rows(p),
+        question=question,
+        answer=answer,
+        id=id,
+        info=info,
+        template=template,
+        id_prefix=p.stem,
+    )
+
+
+def load_parquet(
+    path: str | Path,
+    *,
+    question: str = "question",
+    answer: str | None = "answer",
+    id: str | None = None,
+    info: Sequence[str] | None = None,
+    template: str | None = None,
+) -> list[Task]:
+    """Tasks from a Parquet file, one per row (rows are named ``file:row N``, counting from 1)."""
+    import pyarrow.parquet as pq
+
+    p = _check_file(path)
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:
+        raise DatasetError(f"{p}: not a readable Parquet file ({type(exc).__name__})") from None
+    columns = ", ".join(table.column_names)
+    for field in [question] + ([answer] if answer else []) + ([id] if id else []) + list(info or []):
+        if field not in table.column_names:
+            raise DatasetError(f"{p}: missing column {field!r} (columns: {columns})")
+    rows = ((f"{p}:row {i}", row) for i, row in enumerate(table.to_pylist(), start=1))
+    return _build(
+        rows, question=question, answer=answer, id=id, info=info, template=template, id_prefix=p.stem
+    )
+
+
+def load_tasks(path: str | Path, **fields: Any) -> list[Task]:
+    """``load_jsonl`` or ``load_parquet`` by the file's suffix (``.jsonl``/``.ndjson``/``.parquet``)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return load_jsonl(path, **fields)
+    if suffix in (".parquet", ".pq"):
+        return load_parquet(path, **fields)
+    raise DatasetError(f"{path}: unknown dataset format {suffix!r} (expected .jsonl or .parquet)")
+
+
+def split_of(key: str, test_fraction: float = 0.2) -> str:
+    """``test`` or ``train``, from a stable hash of ``key`` (the same on every machine and run)."""
+    bucket = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0**64
+    return "test" if bucket < test_fraction else "train"
+
+
+def _prompt_key(task: Task) -> str:
+    return "\n".join(f"{m.role}:{m.content}" for m in task.prompt)
+
+
+def procedural_tasks(
+    generate: Callable[[random.Random], Task],
+    n: int,
+    *,
+    seed: int = 0,
+    split: str = "test",
+    name: str = "task",
+    test_fraction: float = 0.2,
+    key: Callable[[Task], str] = _prompt_key,
+    max_attempts: int = 1000,
+) -> list[Task]:
+    """``n`` tasks from ``generate(rng)``; task ``i`` depends only on ``(name, seed, split, i)``.
+
+    ``generate`` may return any id; it is replaced by ``{name}-{split}-{seed}-{i}``. A draw whose
+    ``key`` (default: the prompt text) hashes into the other split is redrawn from the same
+    stream, so splits never share a task.
+    """
+    if split not in SPLITS:
+        raise DatasetError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    if n < 0:
+        raise DatasetError(f"number of tasks must be ≥ 0, got {n}")
+    out: list[Task] = []
+    for index in range(n):
+        rng = random.Random(f"verigym/{name}/{seed}/{split}/{index}")
+        for _ in range(max_attempts):
+            task = generate(rng)
+            if split_of(key(task), test_fraction) == split:
+                break
+        else:
+            raise DatasetError(
+                f"{name}: no {split} task after {max_attempts} draws (the task space is too small to split)"
+            )
+        out.append(task.model_copy(update={"id": f"{name}-{split}-{seed}-{index}"}))
+    return out

@@ -1,0 +1,199 @@
+"""Find environments by name: ``load_env(name, **kwargs)``, ``list_envs()``, ``register_env``.
+
+Names resolve, in order, to: environments registered at run time with ``register_env``; the
+built-ins (registered by import path, so nothing is imported until one is loaded); third-party
+environments advertised in the ``verigym.envs`` entry-point group of an installed package::
+
+    [project.entry-points."verigym.envs"]
+    my-env = "my_package.envs:MyEnv"
+
+A name may also be an import spec, ``package.module:attr`` or ``path/to/file.py:attr``, where
+``attr`` is an ``Environment`` instance, class or factory function.
+
+Errors are one line for the CLI: an unknown name raises ``UnknownEnvError`` listing the known
+names; keyword arguments the factory does not take, or values it rejects, raise
+``EnvArgError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verigym.envs.base import Environment
+
+__all__ = ["EnvArgError", "EnvError", "UnknownEnvError", "list_envs", "load_env", "register_env"]
+
+ENTRY_POINT_GROUP = "verigym.envs"
+
+
+class EnvError(Exception):
+    """An environment could not be loaded; the message is one line."""
+
+
+class UnknownEnvError(EnvError, LookupError):
+    """No environment has this name."""
+
+    def __str__(self) -> str:  # LookupError subclasses would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class EnvArgError(EnvError, ValueError):
+    """An environment argument is unknown, missing or has a bad value."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    target: str | Callable[..., Any]
+    description: str
+
+
+_BUILTINS: dict[str, _Entry] = {
+    "arithmetic": _Entry(
+        "verigym.envs.arithmetic:ArithmeticEnv",
+        "Integer arithmetic (levels 1-5: digits, terms, + - *); exact integer answers.",
+    ),
+}
+_REGISTERED: dict[str, _Entry] = {}
+
+
+def register_env(name: str, factory: str | Callable[..., Any], description: str = "") -> None:
+    """Register ``factory`` (a callable, or an import path ``module:attr``) under ``name``.
+
+    It takes precedence over built-ins and entry points of the same name.
+    """
+    if not name or not isinstance(name, str):
+        raise ValueError("an environment name must be a non-empty string")
+    if isinstance(factory, str) and ":" not in factory:
+        raise ValueError(f"import path {factory!r} must look like 'package.module:attr'")
+    _REGISTERED[name] = _Entry(factory, description or _describe(factory))
+
+
+def _describe(target: Any) -> str:
+    if isinstance(target, str):
+        return ""
+    text = getattr(target, "description", None)
+    if isinstance(text, str) and text:
+        return text
+    doc = inspect.getdoc(target) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_envs() -> dict[str, str]:
+    """Every known environment name with a one-line description, sorted by name.
+
+    Built-ins are described without importing them; entry points are loaded to read their
+    ``description`` (a package that fails to load says so in its description).
+    """
+    out: dict[str, str] = {}
+    for name, ep in _entry_points().items():
+        try:
+            out[name] = _describe(ep.load()) or f"(from {ep.value})"
+        except Exception as exc:
+            out[name] = f"(cannot load {ep.value}: {type(exc).__name__}: {exc})"
+    out.update({name: entry.description for name, entry in _BUILTINS.items()})
+    out.update({name: entry.description for name, entry in _REGISTERED.items()})
+    return dict(sorted(out.items()))
+
+
+def _import_attr(spec: str) -> Any:
+    module_part, _, attr = spec.rpartition(":")
+    if not module_part or not attr:
+        raise UnknownEnvError(f"cannot load {spec!r}: expected 'package.module:attr' or 'file.py:attr'")
+    if module_part.endswith(".py"):
+        path = Path(module_part)
+        if not path.is_file():
+            raise UnknownEnvError(f"cannot load {spec!r}: {path} is not a file")
+        mod_name = f"_verigym_env_{abs(hash(str(path.resolve())))}"
+        module = sys.modules.get(mod_name)
+        if module is None:
+            loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise UnknownEnvError(f"cannot load {spec!r}: {path} is not a Python file")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[mod_name] = module
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception:
+                del sys.modules[mod_name]
+                raise
+    else:
+        try:
+            module = importlib.import_module(module_part)
+        except ModuleNotFoundError as exc:
+            raise UnknownEnvError(f"cannot load {spec!r}: no module named {exc.name!r}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UnknownEnvError(f"cannot load {spec!r}: {module_part} has no attribute {attr!r}") from None
+
+
+def _resolve(name: str) -> Any:
+    entry = _REGISTERED.get(name) or _BUILTINS.get(name)
+    if entry is not None:
+        return _import_attr(entry.target) if isinstance(entry.target, str) else entry.target
+    ep = _entry_points().get(name)
+    if ep is not None:
+        return ep.load()
+    if ":" in name:
+        return _import_attr(name)
+    known = ", ".join(list_envs()) or "none"
+    raise UnknownEnvError(f"unknown environment {name!r}; known environments: {known}")
+
+
+def _check_kwargs(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    params = {p.name: p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL,)}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = [n for n, p in params.items() if p.kind is not p.VAR_KEYWORD]
+    listing = ", ".join(named) or "none"
+    if not takes_any:
+        for key in kwargs:
+            if key not in params:
+                raise EnvArgError(f"environment {name!r} has no argument {key!r} (its arguments: {listing})")
+    for pname, p in params.items():
+        required = p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        if required and pname not in kwargs:
+            raise EnvArgError(f"environment {name!r} needs argument {pname!r} (its arguments: {listing})")
+
+
+def load_env(name: str, **kwargs: Any) -> Environment:
+    """The environment called ``name`` built with ``kwargs`` (see the module docstring)."""
+    from verigym.envs.base import Environment
+
+    target = _resolve(name)
+    if isinstance(target, Environment):
+        if kwargs:
+            raise EnvArgError(
+                f"environment {name!r} is an instance and takes no arguments, got {sorted(kwargs)}"
+            )
+        return target
+    if not callable(target):
+        raise EnvError(
+            f"environment {name!r} resolves to {type(target).__name__}, not an Environment or factory"
+        )
+    _check_kwargs(name, target, kwargs)
+    try:
+        env = target(**kwargs)
+    except EnvArgError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise EnvArgError(f"bad argument for environment {name!r}: {exc}") from None
+    if not isinstance(env, Environment):
+        raise EnvError(f"environment {name!r}: factory returned {type(env).__name__}, not an Environment")
+    return env

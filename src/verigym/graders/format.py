@@ -1,0 +1,239 @@
+"""Parsers for final answers and a strict format grader.
+
+Parsers return ``None`` when there is nothing to extract; they never guess:
+
+- ``strip_think``: drop ``<think>...</think>`` reasoning (also a leading block whose opening
+  tag was in the prompt, as chat templates of reasoning models do).
+- ``extract_boxed`` / ``extract_all_boxed``: ``\\boxed{...}`` (and ``\\fbox{...}``) with nested braces.
+- ``extract_answer_line``: the last "Answer: ..." line or "the final answer is ...".
+- ``extract_xml`` and ``XMLParser``: contents of ``<tag>...</tag>``.
+
+``format_grader`` is strict: each required tag exactly once, opened and closed, not nested in
+another, in the declared order; a duplicated or mismatched tag scores 0 with the reason in
+``detail``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from verigym.rubric import Grader
+from verigym.types import Grade, Task, Trajectory
+
+__all__ = [
+    "XMLParser",
+    "extract_all_boxed",
+    "extract_answer_line",
+    "extract_boxed",
+    "extract_xml",
+    "format_errors",
+    "format_grader",
+    "strip_think",
+]
+
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """``text`` without its reasoning.
+
+    Closed ``<think>...</think>`` blocks are removed; a ``</think>`` with no opening tag (the
+    template opened it) drops everything before it; an unclosed ``<think>`` drops everything
+    after it (the model never finished thinking, so there is no answer).
+    """
+    closes = list(_THINK_CLOSE.finditer(text))
+    opens = list(_THINK_OPEN.finditer(text))
+    if closes and (not opens or closes[0].start() < opens[0].start()):
+        text = text[closes[0].end() :]
+    text = _THINK_BLOCK.sub("", text)
+    dangling = _THINK_OPEN.search(text)
+    if dangling:
+        text = text[: dangling.start()]
+    return text.strip()
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def extract_all_boxed(text: str) -> list[str]:
+    """The contents of every balanced ``\\boxed{...}`` in order (unbalanced ones are skipped)."""
+    out: list[str] = []
+    for match in _BOXED.finditer(text):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+            i += 1
+        if depth == 0:
+            out.append(text[match.end() : i - 1].strip())
+    return out
+
+
+def extract_boxed(text: str) -> str | None:
+    """The content of the LAST balanced ``\\boxed{...}`` (nested braces kept), or None."""
+    found = extract_all_boxed(text)
+    return found[-1] if found else None
+
+
+_ANSWER_LINE = re.compile(
+    r"(?:^|\n)[ \t>*#_-]*(?:final[ \t]+)?answer[ \t]*[*_]*[ \t]*[:：][*_]*[ \t]*([^\n]*)", re.IGNORECASE
+)
+_FINAL_IS = re.compile(r"final answer is[ \t:]*([^\n]*)", re.IGNORECASE)
+
+
+def _clean_answer(value: str) -> str:
+    value = value.strip().strip("*_").strip()
+    if value.startswith("$") and value.endswith("$") and len(value) > 1:
+        value = value.strip("$").strip()
+    return value.rstrip(".").strip()
+
+
+def extract_answer_line(text: str) -> str | None:
+    """The answer after the last "Answer:" line (also "**Final Answer:**") or "final answer is".
+
+    Whichever of the two forms comes last in the text wins; an empty answer is None.
+    """
+    candidates = [(m.start(), m.group(1)) for m in _ANSWER_LINE.finditer(text)]
+    candidates += [(m.start(), m.group(1)) for m in _FINAL_IS.finditer(text)]
+    if not candidates:
+        return None
+    value = _clean_answer(max(candidates)[1])
+    return value or None
+
+
+def _tag_pattern(tag: str) -> re.Pattern[str]:
+    if not re.fullmatch(r"[A-Za-z_][\w.-]*", tag):
+        raise ValueError(f"invalid XML tag name {tag!r}")
+    return re.compile(rf"<{re.escape(tag)}\s*>(.*?)</{re.escape(tag)}\s*>", re.DOTALL)
+
+
+def extract_xml(text: str, tag: str) -> str | None:
+    """The stripped content of the LAST ``<tag>...</tag>`` in ``text``, or None."""
+    found = _tag_pattern(tag).findall(text)
+    return found[-1].strip() if found else None
+
+
+def format_errors(
+    text: str, tags: Sequence[str], *, required: Sequence[str] | None = None, ordered: bool = True
+) -> list[str]:
+    """What is wrong with the layout of ``tags`` in ``text`` ([] when it is well-formed).
+
+    Each tag of ``required`` (default: all ``tags``) must appear exactly once; every tag that
+    appears must be opened and closed, not nested inside another of ``tags``, at most once,
+    and (``ordered``) in the order of ``tags``.
+    """
+    names = list(tags)
+    if not names:
+        raise ValueError("format_errors needs at least one tag")
+    for name in names:
+        _tag_pattern(name)
+    need = list(names if required is None else required)
+    alternation = "|".join(re.escape(n) for n in names)
+    token = re.compile(rf"<(/?)({alternation})\s*>")
+    errors: list[str] = []
+    open_tag: str | None = None
+    seen: list[str] = []
+    for m in token.finditer(text):
+        closing, name = m.group(1) == "/", m.group(2)
+        if not closing:
+            if open_tag is not None:
+                errors.append(f"<{name}> opened inside <{open_tag}>")
+                break
+            if name in seen:
+                errors.append(f"<{name}> appears more than once")
+                break
+            open_tag = name
+        else:
+            if open_tag != name:
+                errors.append(f"</{name}> without a matching <{name}>")
+                break
+            seen.append(name)
+            open_tag = None
+    if not errors and open_tag is not None:
+        errors.append(f"<{open_tag}> is never closed")
+    if errors:
+        return errors
+    errors += [f"missing <{name}>" for name in need if name not in seen]
+    if ordered and seen != sorted(seen, key=names.index):
+        errors.append(f"tags out of order: expected {', '.join(n for n in names if n in seen)}")
+    return errors
+
+
+@dataclass(frozen=True)
+class XMLParser:
+    """Reads and writes a fixed set of XML-tagged fields, e.g. ``XMLParser(["think", "answer"])``.
+
+    ``answer_field`` (default: the last field) is what ``parse_answer`` returns.
+    """
+
+    fields: tuple[str, ...]
+    answer_field: str = ""
+
+    def __init__(self, fields: Sequence[str], answer_field: str | None = None) -> None:
+        if not fields:
+            raise ValueError("XMLParser needs at least one field")
+        for name in fields:
+            _tag_pattern(name)
+        object.__setattr__(self, "fields", tuple(fields))
+        chosen = answer_field or fields[-1]
+        if chosen not in fields:
+            raise ValueError(f"answer_field {chosen!r} is not one of {list(fields)}")
+        object.__setattr__(self, "answer_field", chosen)
+
+    def parse(self, text: str) -> dict[str, str | None]:
+        """Each field's last value in ``text`` (None where absent)."""
+        return {name: extract_xml(text, name) for name in self.fields}
+
+    def parse_answer(self, text: str) -> str | None:
+        """The last value of the answer field in ``text`` (None when absent)."""
+        return extract_xml(text, self.answer_field)
+
+    def format(self, **values: str) -> str:
+        """Render the fields given, in declared order: ``<think>\\n...\\n</think>\\n<answer>...``."""
+        unknown = set(values) - set(self.fields)
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}; fields are {list(self.fields)}")
+        return "\n".join(f"<{n}>\n{values[n]}\n</{n}>" for n in self.fields if n in values)
+
+    def errors(self, text: str, *, required: Sequence[str] | None = None, ordered: bool = True) -> list[str]:
+        return format_errors(text, self.fields, required=required, ordered=ordered)
+
+    def grader(self, *, weight: float = 1.0, name: str = "format") -> Grader:
+        """A strict format grader over this parser's fields."""
+        return format_grader(self.fields, weight=weight, name=name)
+
+
+def format_grader(
+    tags: Sequence[str] = ("think", "answer"),
+    *,
+    required: Sequence[str] | None = None,
+    ordered: bool = True,
+    boxed: bool = False,
+    weight: float = 1.0,
+    name: str = "format",
+) -> Grader:
+    """A grader scoring 1 when the final answer's layout is exactly right, else 0 with the reason.
+
+    ``tags``: the tags checked strictly (see ``format_errors``); pass ``()`` to check only
+    ``boxed``. ``boxed``: also require exactly one ``\\boxed{...}`` outside reasoning.
+    """
+    tag_list = list(tags)
+    for tag in tag_list:
+        _tag_pattern(tag)
+
+    def check(task: Task, trajectory: Trajectory) -> Grade:
+        text = trajectory.final_text
+        errors = format_errors(text, tag_list, required=required, ordered=ordered) if tag_list else []
+        if boxed:
+            count = len(extract_all_boxed(strip_think(text)))
+            if count != 1:
+                errors.append(f"expected exactly one \\boxed{{}}, found {count}")
+        return Grade(score=0.0 if errors else 1.0, detail="; ".join(errors) or "ok")
+
+    return Grader(check, weight=weight, name=name)
