@@ -1,0 +1,271 @@
+"""The training config: one TOML file (model, environments, sampling, SFT, RL, logging), validated by
+pydantic, with named RL presets and ``section.key=value`` overrides.
+
+Unknown keys are errors naming the key. An ``[rl]`` table's ``preset`` supplies defaults; keys
+written in the file override the preset, and overrides (CLI flags) override both.
+
+Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``sampling.py``):
+``grpo`` (DeepSeekMath: group std, seq-mean-token-mean, β=0.04), ``dr_grpo`` (no std, constant
+normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft overlong, no KL),
+``opo`` (length-weighted baseline, exact on-policy), ``skywork`` (adaptive entropy), ``lead``
+(GRPO-LEAD length reward + difficulty weights), ``clip_cov``, ``kl_cov``, ``gspo``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
+from verigym.train.losses import Aggregation, PolicyLossKind
+
+__all__ = [
+    "PRESETS",
+    "ConfigError",
+    "EnvConfig",
+    "LoggingConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "RLConfig",
+    "SFTConfig",
+    "SamplingConfig",
+    "Schedule",
+    "TrainConfig",
+    "apply_overrides",
+    "load_config",
+    "schedule_value",
+]
+
+# A constant, or piecewise-linear points [[step, value], ...] (held constant outside them).
+Schedule = float | list[tuple[int, float]]
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased as one line naming the file and key."""
+
+
+def schedule_value(schedule: Schedule, step: int) -> float:
+    """The value of a schedule at ``step``."""
+    if isinstance(schedule, int | float):
+        return float(schedule)
+    points = sorted(schedule)
+    if step <= points[0][0]:
+        return float(points[0][1])
+    for (s0, v0), (s1, v1) in zip(points, points[1:], strict=False):
+        if step <= s1:
+            return float(v0 + (v1 - v0) * (step - s0) / max(s1 - s0, 1))
+    return float(points[-1][1])
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraConfig(_Strict):
+    r: int = Field(8, gt=0)
+    alpha: int = Field(16, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+class ModelConfig(_Strict):
+    """``path``: a saved checkpoint directory; or ``tiny``: the size of a fresh tiny model to build."""
+
+    path: str | None = None
+    tiny: str | None = "tiny"
+    seed: int = 0
+    lora: LoraConfig | None = None
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    device: str = "auto"
+
+
+class EnvConfig(_Strict):
+    name: str
+    weight: Schedule = 1.0
+    args: dict[str, Any] = {}
+
+
+class SamplingConfig(_Strict):
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(16, gt=0)
+
+
+class SFTConfig(_Strict):
+    data: str | None = None  # results.jsonl of an eval, or a JSONL of {"messages": [...]}
+    demos: int = Field(0, ge=0)  # or: this many verified oracle demonstrations from the envs
+    epochs: int = Field(1, gt=0)
+    max_steps: int = Field(0, ge=0)  # 0: run the epochs
+    batch_size: int = Field(16, gt=0)
+    grad_accum: int = Field(1, gt=0)
+    lr: float = Field(2e-3, gt=0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "cosine"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = 0.0
+    packing: bool = False
+    eval_every: int = Field(0, ge=0)
+    eval_tasks: int = Field(64, gt=0)
+    target_pass_at_1: float | None = None  # stop once a held-out eval reaches this (light SFT)
+
+
+class RLConfig(_Strict):
+    preset: str = "grpo"
+    steps: int = Field(50, gt=0)
+    groups_per_step: int = Field(8, gt=0)
+    group_size: int = Field(8, gt=1)
+    # advantages
+    advantage: AdvantageEstimator = "grpo"
+    scale_rewards: Scale = "group"
+    adv_eps: float = 1e-6
+    grader_weights: dict[str, Schedule] = {}
+    grader_aggregation: GraderAggregation = "sum_then_normalize"
+    lead_difficulty: bool = False
+    # loss
+    loss: PolicyLossKind = "ppo"
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    dual_clip: float | None = None
+    delta: float | None = None
+    aggregation: Aggregation = "seq-mean-token-mean"
+    kl_beta: float = Field(0.0, ge=0)
+    entropy_coef: float = 0.0
+    adaptive_entropy: bool = False
+    entropy_target: float = 0.2
+    entropy_delta: float = 1e-4
+    entropy_coef_max: float = 0.005
+    clip_cov_ratio: float = 2e-4
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    kl_cov_ratio: float = 2e-3
+    kl_cov_beta: float = 1.0
+    # optimisation
+    lr: float = Field(1e-3, gt=0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    num_iterations: int = Field(1, gt=0)
+    minibatches: int = Field(1, gt=0)
+    grad_accum: int = Field(1, gt=0)
+    # sampling-side recipes
+    dynamic_sampling: bool = False
+    max_rounds: int = Field(3, gt=0)
+    difficulty_low: float = 0.0
+    difficulty_high: float = 1.0
+    difficulty_window: int = Field(4, gt=0)
+    overlong_buffer: float = Field(0.0, ge=0)  # DAPO L_cache: tokens, or a fraction of max_tokens if < 1
+    truncation: Literal["none", "mask", "penalty"] = "none"
+    truncation_penalty: float = -1.0
+    lead_length_reward: bool = False
+    lead_alpha: float = 0.05
+    token_cost: float = 0.0
+    shuffle_rewards: bool = False  # a control: shuffle rewards across the batch (should not learn)
+    # pipeline
+    queue_size: int = Field(1, gt=0)
+    eval_every: int = Field(0, ge=0)
+    eval_tasks: int = Field(64, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> RLConfig:
+        if not 0 <= self.difficulty_low <= self.difficulty_high <= 1:
+            raise ValueError("difficulty_low ≤ difficulty_high must lie in [0, 1]")
+        if self.delta is not None and self.delta <= 1 + self.eps_high:
+            raise ValueError("delta must exceed 1 + eps_high")
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ValueError("dual_clip must exceed 1")
+        return self
+
+
+class LoggingConfig(_Strict):
+    checkpoint_every: int = Field(0, ge=0)  # 0: only at the end
+    tensorboard: bool = False
+    wandb: bool = False
+    report: bool = True
+
+
+class TrainConfig(_Strict):
+    seed: int = 0
+    out_dir: str = "runs/train"
+    model: ModelConfig = ModelConfig()
+    envs: list[EnvConfig] = [EnvConfig(name="arithmetic")]
+    sampling: SamplingConfig = SamplingConfig()
+    sft: SFTConfig = SFTConfig()
+    rl: RLConfig = RLConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {"advantage": "grpo", "scale_rewards": "group", "aggregation": "seq-mean-token-mean", "kl_beta": 0.04},
+    "dr_grpo": {"advantage": "dr_grpo", "aggregation": "seq-mean-token-sum-norm", "kl_beta": 0.0},
+    "dapo": {
+        "advantage": "grpo",
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "dynamic_sampling": True,
+        "aggregation": "token-mean",
+        "overlong_buffer": 0.2,
+        "kl_beta": 0.0,
+    },
+    "opo": {"advantage": "opo", "num_iterations": 1, "minibatches": 1, "aggregation": "token-mean", "kl_beta": 0.0},
+    "skywork": {"adaptive_entropy": True, "aggregation": "token-mean", "kl_beta": 0.0},
+    "lead": {"lead_length_reward": True, "lead_difficulty": True, "kl_beta": 0.0},
+    "clip_cov": {"loss": "clip_cov", "aggregation": "token-mean", "kl_beta": 0.0},
+    "kl_cov": {"loss": "kl_cov", "aggregation": "token-mean", "kl_beta": 0.0},
+    "gspo": {"loss": "gspo", "eps_low": 3e-4, "eps_high": 4e-4, "aggregation": "seq-mean-token-mean", "kl_beta": 0.0},
+}
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys (``rl.lr``, ``model.lora.r``) in a raw config dict (copy-on-write)."""
+    out = _deep_copy(raw)
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {dotted}: {part!r} is not a table")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_copy(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in d.items()}
+
+
+def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    """Validate a raw dict (preset applied under ``rl``); errors name ``source`` and the key."""
+    raw = _deep_copy(raw)
+    rl = raw.get("rl", {})
+    if isinstance(rl, dict):
+        preset = rl.get("preset", "grpo")
+        if preset not in PRESETS:
+            raise ConfigError(f"{source}: rl.preset: unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+        raw["rl"] = {**PRESETS[preset], **rl, "preset": preset}
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ConfigError(f"{source}: {key}: {msg}") from None
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read a TOML file (or start from defaults when ``path`` is None) and apply overrides."""
+    raw: dict[str, Any] = {}
+    source = "config"
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        if not p.is_file():
+            raise ConfigError(f"{source}: no such file")
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return build_config(apply_overrides(raw, overrides or {}), source=source)
