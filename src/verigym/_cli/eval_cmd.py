@@ -1,9 +1,336 @@
-"""CLI commands: placeholder until its issue lands."""
+"""``verigym eval ENV``: evaluate a model on an environment; writes results, config, summary, report.
+
+The command resolves its configuration (defaults < saved config of a resumed run < ``--config``
+< flags), builds the environment and the policy, checks the endpoint, and runs
+``verigym.eval.run.evaluate`` under a rich progress bar. Bad input is one red line and exit 2.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
+
+from verigym._cli.common import console, fail, parse_kv
+
+if TYPE_CHECKING:
+    from verigym.envs.base import Environment
+    from verigym.eval.config import EvalConfig
+    from verigym.policies.base import Policy
+
+__all__ = ["register"]
+
+
+def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
+    """An environment by registry name, or ``module:attr`` / ``path/to/file.py:attr``."""
+    from verigym.envs.base import Environment
+
+    if ":" in name:
+        module_name, _, attr = name.rpartition(":")
+        try:
+            if module_name.endswith(".py"):
+                spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"cannot load {module_name}")
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(module_name)
+            factory = getattr(module, attr)
+        except (ImportError, AttributeError, OSError, SyntaxError) as exc:
+            fail(f"environment {name!r}: cannot import it ({type(exc).__name__}: {exc})")
+        try:
+            env = factory(**kwargs)
+        except TypeError as exc:
+            fail(f"environment {name!r} rejected --env-arg {sorted(kwargs)}: {exc}")
+    else:
+        try:
+            from verigym.envs.registry import load_env
+        except ImportError:
+            fail(f"unknown environment {name!r}: the registry is not available; use module:attr")
+        try:
+            env = load_env(name, **kwargs)
+        except KeyError as exc:
+            fail(str(exc.args[0]) if exc.args else f"unknown environment {name!r}")
+        except Exception as exc:
+            fail(f"environment {name!r}: {exc}")
+    if not isinstance(env, Environment):
+        fail(f"environment {name!r} is a {type(env).__name__}, not a verigym Environment")
+    return env
+
+
+def _resolve(
+    flags: dict[str, Any], config_file: Path | None, resume: bool
+) -> tuple[EvalConfig, dict[str, Any]]:
+    from verigym.eval.config import IDENTITY_FIELDS, ConfigError, build, load_saved, load_toml
+
+    try:
+        toml = load_toml(config_file) if config_file else {}
+        given = {k: v for k, v in flags.items() if v is not None}
+        env_args = {**toml.get("env_args", {}), **given.pop("env_args", {})}
+        out = given.get("out") or toml.get("out")
+        saved: dict[str, Any] = {}
+        if resume:
+            if not out:
+                fail("--resume needs --out DIR (the folder of the run to continue)")
+            saved = load_saved(Path(out))
+            env_args = {**saved.get("env_args", {}), **env_args}
+        values = {**saved, **toml, **given, "env_args": env_args}
+        if not values.get("env"):
+            fail("no environment: give ENV (see `verigym envs`) or `env = ...` in --config")
+        config = build(values, f"--config {config_file}" if config_file else "eval")
+    except ConfigError as exc:
+        fail(str(exc))
+    if resume:
+        for field in IDENTITY_FIELDS:
+            before, now = saved.get(field), getattr(config, field)
+            if field in saved and before != now:
+                fail(
+                    f"--resume: {field} was {before!r} in {out}/config.json but is {now!r} now; "
+                    "use a new --out to change it"
+                )
+    return config, saved
+
+
+def _policy(config: EvalConfig) -> tuple[Policy, str, bool]:
+    """The policy, a line describing it, and whether it is remote (to check the endpoint)."""
+    if config.base_url:
+        from verigym.policies.openai import OpenAIPolicy
+
+        key = None
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                fail(
+                    f"--api-key-env {config.api_key_env}: the environment variable {config.api_key_env} is not set"
+                )
+        elif all("api.openai.com" in u for u in config.base_url):
+            key = os.environ.get("OPENAI_API_KEY") or fail(
+                "api.openai.com needs a key: set OPENAI_API_KEY or --api-key-env"
+            )
+        policy = OpenAIPolicy(
+            config.model or "",
+            config.base_url,
+            api_key=key,
+            concurrency=config.concurrency,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
+        return policy, f"{config.model or '(server default)'} at {', '.join(config.base_url)}", True
+    try:
+        from verigym.policies.default import default_policy
+    except ImportError as exc:
+        fail(f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url")
+    try:
+        policy, message = default_policy(config.model)
+    except (OSError, ValueError) as exc:
+        fail(f"--model {config.model}: cannot load the local model ({exc})")
+    return policy, message, False
+
+
+async def _check(policy: Any, config: EvalConfig) -> None:
+    from verigym.policies.base import PolicyError
+
+    try:
+        models = await policy.check()
+    except PolicyError as exc:
+        fail(f"--base-url: {exc}")
+    if not config.model:
+        if not models:
+            fail("--model is required: the server at --base-url lists no models")
+        policy.model = models[0]
+
+
+def _run(config: EvalConfig, out: Path, resume: bool) -> None:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from verigym._cli._eval_show import print_summary
+    from verigym.eval.config import ConfigError
+    from verigym.eval.run import EvalResult, evaluate
+    from verigym.types import Record
+
+    env_args = dict(config.env_args)
+    env = _load_env(config.env, env_args)
+    try:
+        tasks = env.tasks(config.num_tasks, seed=config.seed, split=config.split)
+    except Exception as exc:  # a malformed dataset: the loader's message names file and row
+        fail(f"environment {config.env!r}: cannot load tasks: {exc}")
+    if not tasks:
+        fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
+    policy, description, remote = _policy(config)
+    if not remote:
+        console.print(f"[yellow]{description}[/]")
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]:.1f} rollouts/s"),
+        TextColumn("reward {task.fields[reward]}"),
+        TextColumn("[red]{task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    bar = progress.add_task(f"eval {config.env}", total=None, rate=0.0, reward="–", errors=0)
+    stats = {"n": 0, "sum": 0.0, "scored": 0, "errors": 0, "t0": time.perf_counter()}
+
+    def started(total: int, done: int) -> None:
+        progress.update(bar, total=total, completed=done)
+        stats["t0"] = time.perf_counter()
+
+    def advance(record: Record) -> None:
+        stats["n"] += 1
+        if record.error is None and record.score.reward is not None:
+            stats["scored"] += 1
+            stats["sum"] += record.score.reward
+        else:
+            stats["errors"] += 1
+        elapsed = max(time.perf_counter() - stats["t0"], 1e-9)
+        reward = f"{stats['sum'] / stats['scored']:.3f}" if stats["scored"] else "–"
+        progress.update(bar, advance=1, rate=stats["n"] / elapsed, reward=reward, errors=stats["errors"])
+
+    async def main() -> EvalResult:
+        try:
+            if remote:
+                await _check(policy, config)
+            return await evaluate(
+                env,
+                policy,
+                tasks,
+                config,
+                out=out,
+                resume=resume,
+                policy_description=description,
+                on_start=started,
+                on_record=advance,
+            )
+        finally:
+            close = getattr(policy, "aclose", None)
+            if close is not None:
+                await close()
+
+    try:
+        with progress:
+            result = asyncio.run(main())
+    except ConfigError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        console.print(
+            f"[yellow]interrupted:[/] {stats['n']} new samples are saved in {out / 'results.jsonl'}; "
+            f"continue with: [bold]verigym eval --out {out} --resume[/]",
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    print_summary(result, console)
+    if result.summary["n_samples"] and not result.summary["n_scored"]:
+        console.print(
+            "[bold red]every sample errored[/]; see the errors above and report.html", highlight=False
+        )
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``verigym eval`` to ``app``."""
+
+    @app.command("eval")
+    def eval_command(
+        env: str | None = typer.Argument(
+            None, help="Environment: a name from `verigym envs`, or module:attr / file.py:attr."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
+        ),
+        base_url: list[str] | None = typer.Option(
+            None,
+            "--base-url",
+            help="OpenAI-compatible endpoint; repeat to load-balance one model over several.",
+        ),
+        api_key_env: str | None = typer.Option(
+            None, "--api-key-env", help="Name of the environment variable that holds the API key."
+        ),
+        num_tasks: int | None = typer.Option(
+            None, "-n", "--num-tasks", help="Number of tasks [default: 50]."
+        ),
+        samples_per_task: int | None = typer.Option(
+            None,
+            "-k",
+            "--samples-per-task",
+            help="Samples per task; pass@k is reported for k=1..K [default: 1].",
+        ),
+        concurrency: int | None = typer.Option(
+            None,
+            "--concurrency",
+            help="Rollouts in flight at once (also per-endpoint requests) [default: 32].",
+        ),
+        temperature: float | None = typer.Option(
+            None, "--temperature", help="Sampling temperature [default: 1.0]."
+        ),
+        max_tokens: int | None = typer.Option(
+            None, "--max-tokens", help="Max tokens per model completion [default: 512]."
+        ),
+        seed: int | None = typer.Option(
+            None, "--seed", help="Seed of the tasks and of each sample [default: 0]."
+        ),
+        env_arg: list[str] | None = typer.Option(
+            None, "--env-arg", help="key=value passed to the environment; repeatable."
+        ),
+        out: Path | None = typer.Option(None, "--out", help="Output folder [default: runs/<env>-<time>]."),
+        resume: bool = typer.Option(
+            False, "--resume", help="Continue the run in --out: skip finished samples, redo errored ones."
+        ),
+        config: Path | None = typer.Option(
+            None,
+            "--config",
+            help="TOML file with these options (long names, underscores); flags override it.",
+        ),
+        harness: str | None = typer.Option(
+            None, "--harness", help="Harness variant, passed as env arg harness=."
+        ),
+        tool_variant: int | None = typer.Option(
+            None, "--tool-variant", help="Tool-set variation seed, passed as env arg tool_variant=."
+        ),
+    ) -> None:
+        """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
+        env_args = parse_kv(env_arg, "--env-arg")
+        if harness is not None:
+            env_args["harness"] = harness
+        if tool_variant is not None:
+            env_args["tool_variant"] = tool_variant
+        flags = {
+            "env": env,
+            "model": model,
+            "base_url": base_url or None,
+            "api_key_env": api_key_env,
+            "num_tasks": num_tasks,
+            "samples_per_task": samples_per_task,
+            "concurrency": concurrency,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "seed": seed,
+            "out": str(out) if out else None,
+            "env_args": env_args,
+        }
+        cfg, _ = _resolve(flags, config, resume)
+        if cfg.out is None:
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.env)[:40]
+            cfg = cfg.model_copy(update={"out": f"runs/{slug}-{time.strftime('%Y%m%d-%H%M%S')}"})
+        assert cfg.out is not None
+        _run(cfg, Path(cfg.out), resume)
+        sys.stdout.flush()

@@ -1,0 +1,57 @@
+"""The end-of-run summary table of ``verigym eval`` (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from verigym.eval.run import EvalResult
+
+__all__ = ["print_summary"]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_summary(result: EvalResult, console: Console) -> None:
+    """Print the summary of ``result`` as a table and where its files are."""
+    s = result.summary
+    table = Table(title=f"eval summary · {result.out}", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value")
+    table.add_row("tasks", str(s["n_tasks"]))
+    table.add_row("samples (scored / errored)", f"{s['n_samples']} ({s['n_scored']} / {s['n_errors']})")
+    if s["n_samples"] < s.get("n_expected", s["n_samples"]):
+        table.add_row("missing samples", f"[red]{s['n_expected'] - s['n_samples']}[/]")
+    ci = s.get("reward_ci95")
+    ci_text = f"  95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    table.add_row("reward mean", _fmt(s["reward_mean"]) + ci_text)
+    for k, v in s["pass_at_k"].items():
+        table.add_row(f"pass@{k}", _fmt(v))
+    for name, v in s["grader_means"].items():
+        table.add_row(f"grader {name}", _fmt(v))
+    for kind, n in s["errors_by_kind"].items():
+        table.add_row(f"[red]errors: {kind}[/]", str(n))
+    table.add_row(
+        "completion tokens mean / max",
+        f"{_fmt(s['completion_tokens_mean'])} / {_fmt(s['completion_tokens_max'])}",
+    )
+    table.add_row("truncation rate", _fmt(s["truncation_rate"]))
+    table.add_row("tokens used", str(s["total_tokens"]))
+    table.add_row("wall time (s)", _fmt(s["wall_s"]))
+    if result.skipped:
+        table.add_row("resumed", f"{result.skipped} kept, {result.written} new")
+    console.print(table)
+    console.print(
+        f"results: {result.out / 'results.jsonl'}  summary: {result.out / 'summary.json'}  "
+        f"report: {result.out / 'report.html'}",
+        soft_wrap=True,
+        highlight=False,
+    )

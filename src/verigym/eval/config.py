@@ -1,0 +1,176 @@
+"""The resolved configuration of an eval run, its TOML file, and the ``config.json`` written beside results.
+
+Precedence, lowest first: defaults, the saved ``config.json`` of a resumed run, ``--config FILE.toml``,
+command-line flags. Keys of the TOML file are the long flag names with underscores
+(``num_tasks``, ``samples_per_task``, ``base_url``, ``env_args`` as a table, ...).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from verigym.types import Sampling
+
+__all__ = [
+    "IDENTITY_FIELDS",
+    "ConfigError",
+    "EvalConfig",
+    "git_revision",
+    "load_saved",
+    "load_toml",
+    "package_versions",
+    "write_config_json",
+]
+
+# Fields that must match when a run is resumed: changing them would mix different experiments.
+IDENTITY_FIELDS = ("env", "env_args", "model", "temperature", "top_p", "max_tokens", "seed", "split")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, already phrased as one line for the user."""
+
+
+class EvalConfig(BaseModel):
+    """Everything that decides what an eval run does."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    base_url: list[str] = Field(default_factory=list)
+    api_key_env: str | None = None
+    num_tasks: int = Field(50, ge=1)
+    samples_per_task: int = Field(1, ge=1)
+    concurrency: int = Field(32, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(512, ge=1)
+    seed: int = 0
+    split: str = "test"
+    out: str | None = None
+    timeout: float = Field(120.0, gt=0.0)
+    max_retries: int = Field(5, ge=0)
+    success_threshold: float = 1.0
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def sampling(self) -> Sampling:
+        return Sampling(
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed
+        )
+
+
+def _explain(exc: ValidationError, where: str) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or "config"
+    if first.get("type") == "extra_forbidden":
+        known = ", ".join(sorted(EvalConfig.model_fields))
+        return f"{where}: unknown key {field!r} (known keys: {known})"
+    return f"{where}: {field}: {first['msg']}"
+
+
+def build(values: dict[str, Any], where: str) -> EvalConfig:
+    """Validate ``values`` into an ``EvalConfig``; errors become one ``ConfigError`` line."""
+    try:
+        return EvalConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, where)) from None
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """The keys of a TOML config file (not yet validated: flags may complete it)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+    data = {k.replace("-", "_"): v for k, v in data.items()}
+    if "base_urls" in data and "base_url" not in data:
+        data["base_url"] = data.pop("base_urls")
+    unknown = sorted(set(data) - set(EvalConfig.model_fields))
+    if unknown:
+        known = ", ".join(sorted(EvalConfig.model_fields))
+        raise ConfigError(f"--config {path}: unknown key {unknown[0]!r} (known keys: {known})")
+    return data
+
+
+def load_saved(out: Path) -> dict[str, Any]:
+    """The resolved config of an earlier run in ``out`` (for ``--resume``)."""
+    path = out / "config.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        config = saved["config"]
+        if not isinstance(config, dict):
+            raise TypeError("config is not an object")
+        return config
+    except FileNotFoundError:
+        raise ConfigError(f"--resume: {path} does not exist (nothing to resume in {out})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--resume: {path} is not a verigym config.json ({exc})") from None
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python and the packages that decide results (read from metadata, no imports)."""
+    out = {"python": platform.python_version()}
+    for name in ("verigym", "openai", "pydantic", "numpy", "torch", "transformers", "math-verify"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_revision() -> str | None:
+    """The git revision of verigym's own source tree (with ``-dirty``), or None outside git."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{rev}-dirty" if dirty else rev
+
+
+def write_config_json(
+    out: Path, config: EvalConfig, *, policy: str, extra: dict[str, Any] | None = None
+) -> Path:
+    """Write ``out/config.json``: the resolved config, the policy used, versions, git revision."""
+    data = {
+        "config": config.model_dump(mode="json"),
+        "policy": policy,
+        "versions": package_versions(),
+        "git_revision": git_revision(),
+        "command": sys.argv,
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **(extra or {}),
+    }
+    path = out / "config.json"
+    tmp = path.with_name("config.json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,127 @@
+"""The results store: one JSON line per ``(task_id, sample_index)``, appended as each finishes.
+
+- ``ResultsWriter`` appends a record and flushes it at once, so a killed process loses at most
+  the line it was writing.
+- ``load_records`` reads a file back; a torn last line (a crash mid-write) is ignored, a bad line
+  anywhere else is an error naming the line.
+- ``prepare_resume`` implements ``--resume``: it keeps the finished records (the latest per key),
+  drops errored ones so they are redone, rewrites the file without torn or duplicate lines, and
+  returns the keys to skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from pydantic import ValidationError
+
+from verigym.types import Record
+
+__all__ = ["ResultsWriter", "StoreError", "key", "latest", "load_records", "prepare_resume", "write_records"]
+
+
+class StoreError(ValueError):
+    """A results file that cannot be read (names the file and line)."""
+
+
+def key(record: Record) -> tuple[str, int]:
+    """The identity of a record: ``(task_id, sample_index)``."""
+    return (record.task_id, record.sample_index)
+
+
+def load_records(path: str | Path) -> list[Record]:
+    """All records in ``path`` in file order ([] if it does not exist); a torn last line is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_bytes().split(b"\n")
+    out: list[Record] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Record.model_validate_json(line))
+        except ValidationError as exc:
+            last = all(not rest.strip() for rest in lines[number:])
+            if last:  # a crash while this line was being written
+                break
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "record"
+            raise StoreError(f"{path}:{number}: not a results record ({where}: {first['msg']})") from None
+    return out
+
+
+def latest(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
+    """The last record of each key (a later line replaces an earlier one)."""
+    out: dict[tuple[str, int], Record] = {}
+    for record in records:
+        out[key(record)] = record
+    return out
+
+
+def write_records(path: str | Path, records: Iterable[Record]) -> None:
+    """Atomically replace ``path`` with exactly ``records``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(record.model_dump_json())
+            fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def prepare_resume(path: str | Path) -> tuple[list[Record], set[tuple[str, int]]]:
+    """Compact ``path`` for a resumed run: returns the kept (finished) records and their keys.
+
+    Errored records are removed so that the run redoes them; a torn last line disappears.
+    """
+    kept = [r for r in latest(load_records(path)).values() if r.error is None]
+    if Path(path).exists():
+        write_records(path, kept)
+    return kept, {key(r) for r in kept}
+
+
+class ResultsWriter:
+    """Appends records to a JSONL file, one flushed line each. Use as a context manager."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_tail()
+        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
+        self.written = 0
+
+    def _repair_tail(self) -> None:
+        """Cut a torn last line so the next append starts on a fresh line."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with self.path.open("rb+") as fh:
+            data = fh.read()
+            if data.endswith(b"\n"):
+                return
+            fh.truncate(data.rfind(b"\n") + 1)
+
+    def write(self, record: Record) -> None:
+        self._fh.write(record.model_dump_json() + "\n")
+        self._fh.flush()
+        self.written += 1
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,117 @@
+"""The results store (append, torn lines, resume) and the metrics (pass@k, bootstrap, summary)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from verigym.eval.metrics import bootstrap_ci, pass_at_k, summarize
+from verigym.eval.store import ResultsWriter, StoreError, load_records, prepare_resume
+from verigym.types import (
+    Completion,
+    ErrorInfo,
+    Grade,
+    Message,
+    Record,
+    Sampling,
+    Score,
+    Trajectory,
+    Turn,
+    Usage,
+)
+
+
+def rec(
+    task: str, i: int, reward: float | None, *, error: str | None = None, tokens: int = 3, stop: str = "done"
+) -> Record:
+    traj = Trajectory(
+        task_id=task, sample_index=i, prompt=[Message(role="user", content="q")], stop_reason=stop
+    )  # type: ignore[arg-type]
+    comp = Completion(text="a", usage=Usage(prompt_tokens=2, completion_tokens=tokens))
+    traj.turns.append(Turn(source="model", messages=[comp.as_message()], completion=comp))
+    if error:
+        score = Score(grades={}, error=error)
+        err = ErrorInfo(kind=error, message=f"{error} happened")
+    else:
+        score = Score(grades={"correct": Grade(score=reward or 0.0)}, reward=reward)
+        err = None
+    return Record(
+        env="e",
+        model="m",
+        task_id=task,
+        sample_index=i,
+        sampling=Sampling(),
+        trajectory=traj,
+        score=score,
+        usage=traj.usage,
+        wall_s=0.1,
+        error=err,
+    )
+
+
+def test_pass_at_k_matches_brute_force() -> None:
+    for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (4, 4, 4), (10, 3, 5)]:
+        samples = [1] * c + [0] * (n - c)
+        combos = list(itertools.combinations(samples, k))
+        assert pass_at_k(n, c, k) == pytest.approx(sum(any(x) for x in combos) / len(combos))
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+
+
+def test_bootstrap_ci_brackets_the_mean() -> None:
+    values = [0.0, 1.0] * 50
+    lo, hi = bootstrap_ci(values)
+    assert lo < 0.5 < hi and hi - lo < 0.3
+    lo2, hi2 = bootstrap_ci(values, groups=[f"t{i // 2}" for i in range(100)])
+    assert lo2 == hi2 == 0.5  # every task has mean 0.5: resampling tasks cannot move it
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+
+
+def test_summary_keeps_errors_apart() -> None:
+    records = [
+        rec("a", 0, 1.0),
+        rec("a", 1, 0.0),
+        rec("b", 0, 0.0, tokens=9, stop="length"),
+        rec("b", 1, None, error="timeout"),
+    ]
+    s = summarize(records, samples_per_task=2)
+    assert s["n_samples"] == 4 and s["n_scored"] == 3 and s["n_errors"] == 1
+    assert s["errors_by_kind"] == {"timeout": 1}
+    assert s["reward_mean"] == pytest.approx(1 / 3)
+    assert s["pass_at_k"]["1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert s["pass_at_k"]["2"] == pytest.approx(1.0)  # task b has one scored sample: not counted at k=2
+    assert s["completion_tokens_max"] == 9 and s["truncation_rate"] == pytest.approx(1 / 3)
+    assert s["grader_means"] == {"correct": pytest.approx(1 / 3)}
+
+
+def test_store_appends_and_survives_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with ResultsWriter(path) as w:
+        for i in range(3):
+            w.write(rec("a", i, 1.0))
+    with path.open("a") as fh:
+        fh.write(rec("a", 3, 1.0).model_dump_json()[:40])  # killed mid-write
+    assert [r.sample_index for r in load_records(path)] == [0, 1, 2]
+    with ResultsWriter(path) as w:  # a new writer cuts the torn tail first
+        w.write(rec("a", 3, 1.0))
+    assert [r.sample_index for r in load_records(path)] == [0, 1, 2, 3]
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "{oops", *lines[1:]]) + "\n")
+    with pytest.raises(StoreError, match=r"r.jsonl:2"):
+        load_records(path)
+
+
+def test_prepare_resume_keeps_finished_and_drops_errored(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with ResultsWriter(path) as w:
+        w.write(rec("a", 0, 1.0))
+        w.write(rec("a", 1, None, error="server"))
+        w.write(rec("b", 0, None, error="server"))
+        w.write(rec("b", 0, 0.0))  # a later line wins
+    kept, skip = prepare_resume(path)
+    assert skip == {("a", 0), ("b", 0)} and len(kept) == 2
+    assert [(r.task_id, r.sample_index) for r in load_records(path)] == [("a", 0), ("b", 0)]
+    assert prepare_resume(tmp_path / "missing.jsonl") == ([], set())
