@@ -1,0 +1,244 @@
+"""The batched sampling loop under ``LocalPolicy`` and ``verigym serve``.
+
+Rows (prompt token ids + per-row sampling settings) are left-padded into one batch and decoded with a
+KV cache; identical prompts are prefilled once and their cache rows repeated (``n`` samples of one
+prompt cost one prefill). Each row stops on its own (EOS, a stop string, its ``max_tokens``, or an
+``EarlyStop`` callback); finished rows are pruned from the batch and cache as they accumulate.
+
+Randomness is per row and counter-based: the uniform draw of row ``r`` at completion position ``t`` is
+SplitMix64(mix(seed_r) + (t+1)·φ) (Steele et al., 2014, "Fast splittable pseudorandom number
+generators"), used for inverse-CDF sampling. A row's samples therefore depend only on its own seed and
+logits, so a batched run equals one-at-a-time runs with the same per-row seeds, and the global torch RNG
+is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["EarlyStop", "RowResult", "RowSpec", "run_rows"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+class EarlyStop(Protocol):
+    """A per-row stopping rule evaluated at every generation step (e.g. DeepConf-online).
+
+    Called after each sampled token as ``early_stop(row, top_logprobs)`` where ``row`` is the index of
+    the prompt row in the ``generate`` call and ``top_logprobs`` is that row's list so far, one tuple
+    per completion token holding the top-k logprobs in descending order (k = ``sampling.top_logprobs``,
+    or 20 when that is 0). Return True to stop the row now: its completion keeps the tokens sampled so
+    far and gets ``finish_reason="early_stop"``. The list is the engine's own: read it, do not mutate it.
+    DeepConf (Fu et al., 2025, "Deep Think with Confidence") stops a trace once the mean of
+    ``-mean(top_k)`` over a sliding window drops below a threshold calibrated on warm-up traces.
+    """
+
+    def __call__(self, row: int, top_logprobs: Sequence[tuple[float, ...]]) -> bool: ...
+
+
+@dataclass
+class RowSpec:
+    """One row to generate: its prompt ids and its own sampling settings."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+    top_logprobs: int = 0
+    early_stop: EarlyStop | None = None
+    early_stop_row: int = 0
+
+
+@dataclass
+class RowResult:
+    """What one row produced; ``finish`` is ``eos``, ``stop_string``, ``length`` or ``early_stop``."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top_ids: list[tuple[int, ...]] = field(default_factory=list)
+    top_logprobs: list[tuple[float, ...]] = field(default_factory=list)
+    finish: str = "length"
+
+
+def _splitmix(z: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    out: np.ndarray[Any, Any] = z ^ (z >> np.uint64(31))
+    return out
+
+
+def uniforms(seeds: np.ndarray[Any, Any], steps: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Uniform floats in [0, 1) for each (seed, step) pair; deterministic and independent of batching."""
+    with np.errstate(over="ignore"):
+        state = _splitmix(seeds.astype(np.uint64)) + (steps.astype(np.uint64) + np.uint64(1)) * _GOLDEN
+        bits = _splitmix(state) >> np.uint64(11)
+    out: np.ndarray[Any, Any] = bits.astype(np.float64) * (1.0 / (1 << 53))
+    return out
+
+
+class _Batch:
+    """The live rows of one generation pass and their per-row settings as tensors."""
+
+    def __init__(self, specs: Sequence[RowSpec], device: Any) -> None:
+        import torch
+
+        self.rows = list(range(len(specs)))  # position in batch -> index into specs
+        self.temp = torch.tensor([s.temperature for s in specs], dtype=torch.float32, device=device)
+        self.top_p = torch.tensor([s.top_p for s in specs], dtype=torch.float32, device=device)
+        self.top_k = torch.tensor([s.top_k for s in specs], dtype=torch.long, device=device)
+        self.seeds = np.array([s.seed & 0xFFFFFFFFFFFFFFFF for s in specs], dtype=np.uint64)
+
+    def keep(self, idx: list[int]) -> None:
+        import torch
+
+        t = torch.tensor(idx, dtype=torch.long, device=self.temp.device)
+        self.rows = [self.rows[i] for i in idx]
+        self.temp, self.top_p, self.top_k = self.temp[t], self.top_p[t], self.top_k[t]
+        self.seeds = self.seeds[idx]
+
+
+def _sample(logits: Any, batch: _Batch, steps: np.ndarray[Any, Any], processed: bool) -> tuple[Any, Any, Any]:
+    """(tokens, logprobs reported, logprob distribution reported) for one step of the live rows."""
+    import torch
+
+    greedy = batch.temp <= 0
+    temp = torch.where(greedy, torch.ones_like(batch.temp), batch.temp)
+    logp = torch.log_softmax(logits / temp[:, None], dim=-1)
+    work = logp
+    if bool(((batch.top_p < 1) | (batch.top_k > 0)).any()):
+        sorted_lp, order = logp.sort(dim=-1, descending=True)
+        ranks = torch.arange(logp.shape[-1], device=logp.device)[None, :]
+        probs = sorted_lp.exp()
+        before = probs.cumsum(dim=-1) - probs  # mass strictly above each token
+        drop = (before >= batch.top_p[:, None]) & (ranks > 0) & (batch.top_p[:, None] < 1)
+        drop |= (batch.top_k[:, None] > 0) & (ranks >= batch.top_k[:, None])
+        work = logp.scatter(-1, order, sorted_lp.masked_fill(drop, float("-inf")))
+        work = torch.log_softmax(work, dim=-1)
+    probs = work.exp()
+    cdf = probs.cumsum(dim=-1)
+    u = torch.from_numpy(uniforms(batch.seeds, steps)).to(device=cdf.device, dtype=cdf.dtype)
+    tokens = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1)
+    tokens = tokens.clamp_(max=logits.shape[-1] - 1)
+    bad = probs.gather(-1, tokens[:, None]).squeeze(-1) <= 0  # float round-off past the last kept token
+    tokens = torch.where(bad | greedy, work.argmax(dim=-1), tokens)
+    dist = work if processed else logp
+    return tokens, dist.gather(-1, tokens[:, None]).squeeze(-1), dist
+
+
+def run_rows(
+    model: Any,
+    tokenizer: Any,
+    specs: Sequence[RowSpec],
+    *,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    processed_logprobs: bool = False,
+) -> list[RowResult]:
+    """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state."""
+    import torch
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    results = [RowResult() for _ in specs]
+    if not specs:
+        return results
+    # Prefill each distinct prompt once, then repeat its cache rows for every row that shares it.
+    unique: dict[tuple[int, ...], int] = {}
+    row_of = [unique.setdefault(tuple(s.prompt_ids), len(unique)) for s in specs]
+    prompts = list(unique)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+    cache = DynamicCache()
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    expand = torch.tensor(row_of, dtype=torch.long, device=device)
+    if len(prompts) != len(specs) or row_of != list(range(len(specs))):
+        cache.batch_select_indices(expand)
+    logits = out.logits[:, -1, :].float()[expand]
+    mask, next_pos = mask[expand], positions[expand, -1] + 1
+
+    batch = _Batch(specs, device)
+    eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=device)
+    want_top = max((s.top_logprobs or (20 if s.early_stop else 0)) for s in specs)
+    lengths = np.zeros(len(specs), dtype=np.int64)
+    max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
+    dead: set[int] = set()  # batch positions finished but not yet pruned
+    while True:
+        tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
+        is_eos = torch.isin(tokens, eos)
+        tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()
+        top_v = top_i = None
+        if want_top:
+            tv, ti = dist.topk(min(want_top, dist.shape[-1]), dim=-1)
+            top_v, top_i = tv.tolist(), ti.tolist()
+        for pos, row in enumerate(batch.rows):
+            if pos in dead:
+                continue
+            spec, res = specs[row], results[row]
+            res.token_ids.append(tok_list[pos])
+            res.logprobs.append(lp_list[pos])
+            lengths[row] += 1
+            if top_v is not None and top_i is not None and (spec.top_logprobs or spec.early_stop):
+                k = spec.top_logprobs or 20
+                res.top_logprobs.append(tuple(top_v[pos][:k]))
+                res.top_ids.append(tuple(top_i[pos][:k]))
+            finish = None
+            if eos_list[pos]:
+                finish = "eos"
+            elif row in max_stop and _hits_stop(tokenizer, res.token_ids, spec.stop, max_stop[row]):
+                finish = "stop_string"
+            elif spec.early_stop is not None and spec.early_stop(spec.early_stop_row, res.top_logprobs):
+                finish = "early_stop"
+            elif lengths[row] >= spec.max_tokens:
+                finish = "length"
+            if finish is not None:
+                res.finish = finish
+                dead.add(pos)
+        if len(dead) == len(batch.rows):
+            break
+        if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:
+            keep = [p for p in range(len(batch.rows)) if p not in dead]
+            sel = torch.tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(sel)
+            batch.keep(keep)
+            tokens, mask, next_pos = tokens[sel], mask[sel], next_pos[sel]
+            dead = set()
+        else:
+            tokens = tokens.masked_fill(is_eos, pad_id)
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=next_pos[:, None],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        next_pos = next_pos + 1
+        logits = out.logits[:, -1, :].float()
+    return results
+
+
+def _hits_stop(tokenizer: Any, ids: list[int], stop: tuple[str, ...], window: int) -> bool:
+    tail = tokenizer.decode(ids[-window:], skip_special_tokens=True)
+    return any(s and s in tail for s in stop)

@@ -1,0 +1,379 @@
+"""``LocalPolicy``: a transformers causal LM in-process, with exact token ids and logprobs.
+
+Concurrent ``complete`` calls (many environments rolling out at once, a GRPO group of 8 samples × 16
+tasks) are micro-batched: calls that arrive while the event loop is busy are collected and decoded in
+one batched pass with a KV cache (in a worker thread, so the loop keeps running); calls arriving during
+a pass form the next one. ``generate`` is the synchronous low-level entry point.
+
+**Logprobs.** ``Completion.logprobs[i]`` is the log-probability of the i-th sampled token under the
+model's distribution at the request's temperature, ``log_softmax(logits / T)``, computed in float32,
+*before* top-k/top-p truncation (T = 1 for greedy, ``temperature=0``). With ``top_p=1`` and no
+``top_k`` this is exactly the distribution the token was drawn from. It is also what RL needs: the
+behaviour policy's ``log π_old(a|s)`` that a trainer recomputes as ``log_softmax(logits / T)`` for the
+importance ratio; a truncated nucleus is not something the trainer can reproduce. Pass
+``logprobs_mode="processed"`` to get the renormalised truncated distribution instead. ``top_logprobs``
+come from the same distribution. EOS is part of ``completion_token_ids`` (the trainer must learn to
+stop); text never contains it.
+
+**Stops.** On a stop string the text is cut before it (OpenAI semantics) while the token ids keep every
+sampled token, as vLLM does; so ``decode(completion_token_ids)`` equals ``text`` except for stop-string
+and tool-call completions (tool-call markup is parsed out of the text into ``tool_calls``).
+
+**Training in place.** A trainer may update ``policy.model`` between calls and bump ``policy.version``
+(copied into ``Completion.policy_version``). Each pass runs under ``torch.inference_mode()`` in eval
+mode, restores the model's train/eval state, and builds a fresh KV cache, so nothing stale survives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from verigym.policies._chat import encode_chat, parse_tool_calls
+from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
+from verigym.policies.base import PolicyError
+from verigym.types import Completion, Message, Sampling, Usage
+
+__all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
+
+_FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop": "early_stop"}
+
+
+@dataclass
+class _Queue:
+    items: list[tuple[list[RowSpec], str | None, asyncio.Future[list[RowResult]]]] = field(
+        default_factory=list
+    )
+    task: asyncio.Task[None] | None = None
+
+
+class LocalPolicy:
+    """A ``Policy`` backed by an in-process ``transformers`` model and tokenizer (see the module doc)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str | None = None,
+        device: str | None = None,
+        max_batch_rows: int = 256,
+        logprobs_mode: Literal["temperature", "processed"] = "temperature",
+        batch_wait_s: float = 0.0,
+    ) -> None:
+        self.model = model if device is None else model.to(device)
+        self.tokenizer = tokenizer
+        self.version = 0
+        self.max_batch_rows = max_batch_rows
+        self.logprobs_mode = logprobs_mode
+        self.batch_wait_s = batch_wait_s
+        self.passes = 0  # generation passes run (micro-batching makes this < the number of calls)
+        self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
+        self._lock = threading.RLock()
+        self._adapter: str | None = None
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, dtype: Any = None, device: str | None = None, **kwargs: Any
+    ) -> LocalPolicy:
+        """Load a model + tokenizer directory (or hub name) saved with ``save_pretrained``.
+
+        ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); float32 when omitted.
+        ``device`` defaults to CUDA when available, else CPU.
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if isinstance(dtype, str) and dtype != "auto":
+            dtype = getattr(torch, dtype)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path))
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
+        except (OSError, ValueError) as exc:
+            raise PolicyError("model_not_found", f"cannot load a model from {str(path)!r}: {exc}") from None
+        model.eval()
+        kwargs.setdefault("name", Path(str(path)).name or str(path))
+        return cls(model, tokenizer, device=device, **kwargs)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def eos_ids(self) -> list[int]:
+        """Token ids that end a completion: the tokenizer's EOS and the generation config's."""
+        ids: set[int] = set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        gen = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        ids.update([gen] if isinstance(gen, int) else list(gen or []))
+        return sorted(ids)
+
+    @property
+    def context_length(self) -> int:
+        config = getattr(self.model, "config", None)
+        return int(getattr(config, "max_position_embeddings", 0) or 1 << 20)
+
+    def encode(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """Prompt token ids: the chat template applied, ending with the assistant cue."""
+        return encode_chat(self.tokenizer, messages, tools)
+
+    # ---- sampling -------------------------------------------------------------------------------
+
+    def spec(
+        self,
+        prompt_ids: list[int],
+        sampling: Sampling,
+        seed: int | None = None,
+        early_stop: EarlyStop | None = None,
+        row: int = 0,
+    ) -> RowSpec:
+        """A row for ``run``/``submit``: validates lengths; a missing seed becomes a fresh random one."""
+        if sampling.max_tokens < 1:
+            raise PolicyError("bad_request", f"max_tokens must be at least 1, got {sampling.max_tokens}")
+        room = self.context_length - len(prompt_ids)
+        if room < 1:
+            raise PolicyError(
+                "context_length",
+                f"prompt has {len(prompt_ids)} tokens; the model's context is {self.context_length}",
+            )
+        return RowSpec(
+            prompt_ids=list(prompt_ids),
+            max_tokens=min(sampling.max_tokens, room),
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k or 0,
+            stop=tuple(sampling.stop),
+            seed=random.getrandbits(63) if seed is None else seed,
+            top_logprobs=sampling.top_logprobs,
+            early_stop=early_stop,
+            early_stop_row=row,
+        )
+
+    def run(self, specs: Sequence[RowSpec], adapter: str | None = None) -> list[RowResult]:
+        """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active."""
+        import torch
+
+        out: list[RowResult] = []
+        with self._lock, self._adapter_active(adapter), torch.inference_mode():
+            was_training = bool(getattr(self.model, "training", False))
+            self.model.eval()
+            try:
+                for start in range(0, len(specs), self.max_batch_rows):
+                    self.passes += 1
+                    out += run_rows(
+                        self.model,
+                        self.tokenizer,
+                        specs[start : start + self.max_batch_rows],
+                        eos_ids=self.eos_ids,
+                        pad_id=self._pad_id(),
+                        processed_logprobs=self.logprobs_mode == "processed",
+                    )
+            finally:
+                self.model.train(was_training)
+        return out
+
+    def completion(
+        self, spec: RowSpec, result: RowResult, *, parse_tools: bool = False, version: int | None = None
+    ) -> Completion:
+        """The ``Completion`` of one generated row (text decoded, stop strings cut, tool calls parsed)."""
+        text = self.tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        if result.finish == "stop_string":
+            cuts = [text.find(s) for s in spec.stop if s and s in text]
+            text = text[: min(cuts)] if cuts else text
+        finish = _FINISH[result.finish]
+        calls: tuple[Any, ...] = ()
+        if parse_tools:
+            text, calls = parse_tool_calls(text, salt=str(spec.seed))
+            if calls and result.finish == "eos":
+                finish = "tool_calls"
+        return Completion(
+            text=text,
+            tool_calls=calls,
+            finish_reason=finish,
+            prompt_token_ids=tuple(spec.prompt_ids),
+            completion_token_ids=tuple(result.token_ids),
+            logprobs=tuple(result.logprobs),
+            top_logprobs=tuple(result.top_logprobs) if spec.top_logprobs else None,
+            token_ids_exact=True,
+            usage=Usage(prompt_tokens=len(spec.prompt_ids), completion_tokens=len(result.token_ids)),
+            model=self.name if self._adapter is None else self._adapter,
+            policy_version=self.version if version is None else version,
+        )
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[Message]],
+        sampling: Sampling,
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        seeds: Sequence[int | None] | None = None,
+        early_stop: EarlyStop | None = None,
+    ) -> list[Completion]:
+        """One completion per prompt row, all in one batched pass (``sampling.n`` is ignored here).
+
+        Row ``i`` uses ``seeds[i]`` (random when None); the same row with the same seed gives the same
+        sample whether it runs alone or in a batch. ``early_stop`` is called per step (see ``EarlyStop``).
+        """
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"seeds has {len(seeds)} entries for {len(prompts)} prompts")
+        version = self.version
+        specs = [
+            self.spec(self.encode(p, tools), sampling, None if seeds is None else seeds[i], early_stop, i)
+            for i, p in enumerate(prompts)
+        ]
+        results = self.run(specs, self._adapter)
+        return [
+            self.completion(s, r, parse_tools=bool(tools), version=version)
+            for s, r in zip(specs, results, strict=True)
+        ]
+
+    async def submit(self, specs: list[RowSpec], adapter: str | None = None) -> list[RowResult]:
+        """Queue rows for the next micro-batched pass on this event loop and await their results."""
+        loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, _Queue())
+        future: asyncio.Future[list[RowResult]] = loop.create_future()
+        queue.items.append((specs, adapter, future))
+        if queue.task is None or queue.task.done():
+            queue.task = loop.create_task(self._drain(queue))
+        return await future
+
+    async def _drain(self, queue: _Queue) -> None:
+        while queue.items:
+            await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
+            items, queue.items = queue.items, []
+            for adapter in dict.fromkeys(a for _, a, _ in items):
+                group = [(s, f) for s, a, f in items if a == adapter]
+                flat = [spec for specs, _ in group for spec in specs]
+                try:
+                    results = await asyncio.to_thread(self.run, flat, adapter)
+                except Exception as exc:
+                    err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
+                    for _, fut in group:
+                        if not fut.done():
+                            fut.set_exception(err)
+                    continue
+                at = 0
+                for specs, fut in group:
+                    if not fut.done():
+                        fut.set_result(results[at : at + len(specs)])
+                    at += len(specs)
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        sampling: Sampling,
+    ) -> Completion:
+        """One sample (``sampling.n`` is ignored; see ``complete_n``), micro-batched with concurrent calls."""
+        return (await self.complete_n(messages, tools=tools, sampling=sampling.model_copy(update={"n": 1})))[
+            0
+        ]
+
+    async def complete_n(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        sampling: Sampling,
+    ) -> list[Completion]:
+        """``sampling.n`` samples of one prompt (seeds ``seed, seed+1, ...``), prefilled once."""
+        version, adapter = self.version, self._adapter
+        ids = self.encode(messages, tools)
+        seeds = [None if sampling.seed is None else sampling.seed + i for i in range(max(1, sampling.n))]
+        specs = [self.spec(ids, sampling, s) for s in seeds]
+        results = await self.submit(specs, adapter)
+        return [
+            self.completion(s, r, parse_tools=bool(tools), version=version)
+            for s, r in zip(specs, results, strict=True)
+        ]
+
+    # ---- LoRA adapters --------------------------------------------------------------------------
+
+    @property
+    def adapters(self) -> list[str]:
+        """Names of the loaded LoRA adapters."""
+        config = getattr(self.model, "peft_config", None)
+        return sorted(config) if isinstance(config, dict) and self._has_adapters() else []
+
+    @property
+    def active_adapter(self) -> str | None:
+        return self._adapter
+
+    def load_adapter(self, path: str | Path, name: str) -> None:
+        """Load a peft LoRA adapter saved at ``path`` as ``name`` (replacing one of that name); the base
+        model is not reloaded. It is not activated: call ``set_adapter(name)`` (or name it per request)."""
+        if not Path(str(path)).exists():
+            raise PolicyError("adapter_not_found", f"no adapter directory at {str(path)!r}")
+        with self._lock:
+            if name in self.adapters:
+                self.unload_adapter(name, _keep_active=True)
+            try:
+                self.model.load_adapter(str(path), adapter_name=name)
+            except Exception as exc:
+                raise PolicyError("bad_adapter", f"cannot load adapter {str(path)!r}: {exc}") from None
+
+    def set_adapter(self, name: str | None) -> None:
+        """Make ``name`` the adapter ``complete``/``generate`` use; None means the base model."""
+        if name is not None and name not in self.adapters:
+            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
+        self._adapter = name
+
+    def unload_adapter(self, name: str, *, _keep_active: bool = False) -> None:
+        """Remove adapter ``name``; if it was active, the base model becomes active."""
+        if name not in self.adapters:
+            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
+        with self._lock:
+            self.model.delete_adapter(name)
+            if self._adapter == name and not _keep_active:
+                self._adapter = None
+
+    def _has_adapters(self) -> bool:
+        from peft import PeftModel
+
+        return isinstance(self.model, PeftModel) or bool(getattr(self.model, "_hf_peft_config_loaded", False))
+
+    @contextlib.contextmanager
+    def _adapter_active(self, name: str | None) -> Iterator[None]:
+        if not self._has_adapters():
+            if name is not None:
+                raise PolicyError("adapter_not_found", f"no adapter named {name!r} is loaded")
+            yield
+            return
+        from peft import PeftModel
+
+        if name is not None and name not in self.adapters:
+            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
+        if isinstance(self.model, PeftModel):
+            if name is None:
+                with self.model.disable_adapter():
+                    yield
+                return
+            self.model.set_adapter(name)
+            yield
+            return
+        if name is None:
+            self.model.disable_adapters()
+        else:
+            self.model.enable_adapters()
+            self.model.set_adapter(name)
+        yield
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.eos_ids[0] if self.eos_ids else 0
+        return int(pad)
