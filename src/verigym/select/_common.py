@@ -127,7 +127,7 @@ def normalize_answer(answer: str | None) -> str | None:
 
 def _fallback_extract(text: str) -> str | None:
     try:
-        from verigym.graders import format as fmt  # type: ignore[attr-defined]
+        from verigym.graders import format as fmt
 
         body = fmt.strip_think(text)
         for fn in (fmt.extract_boxed, fmt.extract_answer_line):

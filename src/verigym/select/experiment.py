@@ -1,0 +1,135 @@
+"""``run_experiment``: what ``verigym select`` does once it has an environment, a policy and tasks.
+
+Samples ``max(ns)`` traces per task through ``verigym.runner`` (records appended to
+``results.jsonl``), measures every method at every N (``verigym.select.run``), and writes
+``summary.json`` and ``report.html``. Prints nothing: progress goes through callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verigym.envs.base import Environment
+from verigym.policies.base import Policy
+from verigym.runner import run_rollouts
+from verigym.select._summary import build_summary, write_report, write_summary
+from verigym.select.run import NEEDS_LOGPROBS, SelectConfig, TaskPool, build_pools, measure, oracle_points
+from verigym.types import Record, Sampling, Task
+
+__all__ = ["ExperimentResult", "run_experiment"]
+
+
+@dataclass
+class ExperimentResult:
+    summary: dict[str, Any]
+    pools: list[TaskPool]
+    records: list[Record]
+    out: Path | None
+
+
+async def run_experiment(
+    env: Environment,
+    policy: Policy,
+    tasks: Sequence[Task],
+    cfg: SelectConfig,
+    *,
+    sampling: Sampling,
+    concurrency: int = 32,
+    judge: Policy | None = None,
+    out: Path | None = None,
+    env_name: str = "",
+    model_name: str = "",
+    records: Sequence[Record] | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    on_select: Callable[[str, int, int], None] | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> ExperimentResult:
+    """Sample (unless ``records`` are given), measure, and write the outputs to ``out``.
+
+    When a DeepConf method is requested, sampling asks for ``top_logprobs=cfg.k``; a policy that
+    returns none makes DeepConf raise ``ValueError`` with what to change.
+    """
+    samples = max(cfg.ns)
+    if any(m in NEEDS_LOGPROBS for m in cfg.methods):
+        sampling = sampling.model_copy(update={"logprobs": True, "top_logprobs": cfg.k})
+    start = time.perf_counter()
+    if records is None:
+        writer = None
+        if out is not None:
+            from verigym.eval.store import ResultsWriter
+
+            out.mkdir(parents=True, exist_ok=True)
+            writer = ResultsWriter(out / "results.jsonl")
+
+        def keep(r: Record) -> None:
+            if writer is not None:
+                writer.write(r)
+            if on_record is not None:
+                on_record(r)
+
+        try:
+            records = await run_rollouts(
+                env,
+                policy,
+                tasks,
+                samples_per_task=samples,
+                sampling=sampling,
+                concurrency=concurrency,
+                on_record=keep,
+                env_name=env_name,
+                model_name=model_name or policy.name,
+            )
+        finally:
+            if writer is not None:
+                writer.close()
+    sample_s = time.perf_counter() - start
+    pools = build_pools(env, tasks, records, cfg.success_threshold)
+    warnings = []
+    if any(m in NEEDS_LOGPROBS for m in cfg.methods) and not any(
+        c.top_logprobs for p in pools for c in p.candidates
+    ):
+        raise ValueError(
+            "DeepConf needs top-k logprobs but the policy returned none; use a policy/server that "
+            "supports logprobs=True, top_logprobs=k, or drop the deepconf methods"
+        )
+    errors = sum(p.errors for p in pools)
+    if errors:
+        warnings.append(f"{errors} samples errored; they do not vote but their tokens count")
+    t1 = time.perf_counter()
+    points = await measure(pools, cfg, judge=judge, progress=on_select)
+    meta: dict[str, Any] = {
+        "env": env_name,
+        "model": model_name or policy.name,
+        "judge": None if judge is None else judge.name,
+        "tasks": len(tasks),
+        "samples": samples,
+        "ns": sorted({n for n in cfg.ns if n <= samples}),
+        "draws": cfg.draws,
+        "seed": cfg.seed,
+        "sampling": sampling.model_dump(),
+        "deepconf": {
+            "eta": cfg.eta,
+            "score": cfg.score,
+            "window": cfg.window,
+            "fraction": cfg.fraction,
+            "k": cfg.k,
+            "warmup": cfg.warmup or "min(16, max(1, N//4))",
+        },
+        "genselect_window": cfg.genselect_window,
+        "success_threshold": cfg.success_threshold,
+        "sample_errors": errors,
+        "sampling_s": sample_s,
+        "selection_s": time.perf_counter() - t1,
+        "warnings": warnings,
+        **(extra_meta or {}),
+    }
+    summary = build_summary(points, oracle_points(pools, cfg.ns, cfg.draws, cfg.seed), meta)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_summary(out, summary)
+        write_report(out, summary)
+    return ExperimentResult(summary=summary, pools=pools, records=list(records), out=out)

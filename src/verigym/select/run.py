@@ -1,0 +1,265 @@
+"""The experiment behind ``verigym select``: sample once, then measure each selection method's
+accuracy against the number of samples N and against the tokens it spent.
+
+Sampling happens ONCE, at the largest N, through ``verigym.runner`` (with top-k logprobs when a
+DeepConf method is asked for). Every smaller N is measured on sub-samples of that pool: up to
+``draws`` disjoint subsets of a seeded permutation of the task's samples (kept in sample order),
+averaged. All methods see the same subsets, so they are compared on the same work.
+
+Token cost per task (``tokens``): the completion tokens of every trace a method generated
+(DeepConf-online: warm-up traces in full, the others up to where they were cut) plus all that a
+selector or reward model read and wrote (GenSelect, best-of-N). DeepConf-online here is REPLAYED
+on the traces sampled in full: the cut of a trace depends only on its prefix, so the tokens
+counted are exactly those a generation loop with ``OnlineDeepConf`` would produce for the same
+seeds (``benchmarks/test_time.py`` also runs it live inside ``LocalPolicy``).
+
+This module and ``experiment`` are the layer-5 part of ``select`` (they stand on environments
+and the runner, like ``eval``); the selectors themselves only need types and policies.
+
+Correctness of a pick is the environment's own verdict on the picked sample (reward ≥
+``success_threshold``); selectors never see it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from verigym.policies.base import Policy
+from verigym.select._common import Candidate, Selection, answer_key
+from verigym.select._confidence import TraceScore
+from verigym.select.best_of_n import select_best_of_n_reward_model
+from verigym.select.deepconf import select_deepconf, select_online
+from verigym.select.genselect import problem_text, select_genselect
+from verigym.select.majority import select_majority
+from verigym.types import Record, Sampling, Task
+
+if TYPE_CHECKING:
+    from verigym.envs.base import Environment
+
+__all__ = ["METHODS", "MethodPoint", "SelectConfig", "TaskPool", "build_pools", "default_warmup", "measure"]
+
+METHODS = ("majority", "deepconf", "deepconf-online", "genselect", "best-of-n")
+NEEDS_LOGPROBS = ("deepconf", "deepconf-online")
+NEEDS_JUDGE = ("genselect", "best-of-n")
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class SelectConfig:
+    """Knobs of the selection methods (defaults: the papers')."""
+
+    methods: list[str] = field(default_factory=lambda: ["majority"])
+    ns: list[int] = field(default_factory=lambda: [1, 4, 16, 64])
+    draws: int = 4
+    seed: int = 0
+    eta: float = 0.1
+    score: TraceScore = "lowest"
+    window: int = 2048
+    fraction: float = 0.25
+    k: int = 20
+    warmup: int | None = None
+    genselect_window: int = 8
+    judge_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=256))
+    success_threshold: float = 1.0
+
+
+@dataclass
+class TaskPool:
+    """All samples of one task, in sample order (errored samples included: they cannot vote)."""
+
+    task: Task
+    candidates: list[Candidate]
+    errors: int = 0
+
+
+@dataclass
+class MethodPoint:
+    """One method at one N, averaged over tasks and draws."""
+
+    method: str
+    n: int
+    accuracy: float
+    tokens: float
+    draws: int
+    picks: int
+    no_answer: int = 0
+    fallbacks: int = 0
+    selector_calls: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n": self.n,
+            "accuracy": self.accuracy,
+            "tokens_per_task": self.tokens,
+            "draws": self.draws,
+            "picks": self.picks,
+            "no_answer": self.no_answer,
+            "fallbacks": self.fallbacks,
+            "selector_calls": self.selector_calls,
+        }
+        out.update(self.extra)
+        return out
+
+
+def default_warmup(n: int) -> int:
+    """DeepConf-online warm-up traces at budget N: the paper's 16, at most a quarter of N."""
+    return min(16, max(1, n // 4))
+
+
+def build_pools(
+    env: Environment, tasks: Sequence[Task], records: Sequence[Record], success_threshold: float = 1.0
+) -> list[TaskPool]:
+    """Group records by task (sample order) into candidates with answers and verdicts."""
+    by_task: dict[str, list[Record]] = {}
+    for r in records:
+        by_task.setdefault(r.task_id, []).append(r)
+    pools = []
+    for task in tasks:
+        recs = sorted(by_task.get(task.id, []), key=lambda r: r.sample_index)
+        cands = []
+        errors = 0
+        for pos, r in enumerate(recs):
+            reward = r.score.reward
+            errored = r.error is not None or reward is None
+            errors += errored
+            verdict = None if reward is None or r.error is not None else reward >= success_threshold
+            c = Candidate.from_trajectory(pos, r.trajectory, correct=verdict)
+            answer = None if errored else answer_key(env, c.text)
+            cands.append(
+                Candidate(
+                    index=pos,
+                    text=c.text,
+                    answer=answer,
+                    tokens=r.usage.completion_tokens,
+                    top_logprobs=c.top_logprobs,
+                    finished=c.finished and not errored,
+                    correct=c.correct,
+                    meta={"sample_index": r.sample_index, "error": errored},
+                )
+            )
+        pools.append(TaskPool(task=task, candidates=cands, errors=errors))
+    return pools
+
+
+def subsets(pool_size: int, n: int, draws: int, seed: int, task_id: str) -> list[list[int]]:
+    """Up to ``draws`` disjoint subsets of size ``n`` (each in ascending sample order)."""
+    if n >= pool_size:
+        return [list(range(pool_size))]
+    perm = list(range(pool_size))
+    random.Random(f"{seed}:{task_id}").shuffle(perm)
+    count = max(1, min(draws, pool_size // n))
+    return [sorted(perm[d * n : (d + 1) * n]) for d in range(count)]
+
+
+async def _select(
+    method: str, pool: TaskPool, cands: list[Candidate], cfg: SelectConfig, judge: Policy | None, seed: int
+) -> tuple[Selection, float]:
+    """One method on one subset: the selection and the tokens it spent."""
+    generated = float(sum(c.tokens for c in cands))
+    if method == "majority":
+        return select_majority(cands), generated
+    if method == "deepconf":
+        sel = select_deepconf(
+            cands, eta=cfg.eta, score=cfg.score, window=cfg.window, fraction=cfg.fraction, k=cfg.k
+        )
+        return sel, generated
+    if method == "deepconf-online":
+        warm = cfg.warmup if cfg.warmup is not None else default_warmup(len(cands))
+        sel = select_online(
+            cands, warmup=warm, eta=cfg.eta, window=cfg.window, fraction=cfg.fraction, k=cfg.k
+        )
+        return sel, float(sel.detail["tokens_used"])
+    if judge is None:
+        raise ValueError(f"method {method!r} needs a selector policy")
+    problem = problem_text(pool.task)
+    if method == "genselect":
+        sel = await select_genselect(
+            cands, judge, problem, window=cfg.genselect_window, seed=seed, sampling=cfg.judge_sampling
+        )
+    elif method == "best-of-n":
+        sel = await select_best_of_n_reward_model(
+            cands, judge, problem, seed=seed, sampling=cfg.judge_sampling
+        )
+    else:
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    return sel, generated + sel.usage.total_tokens
+
+
+async def measure(
+    pools: Sequence[TaskPool],
+    cfg: SelectConfig,
+    *,
+    judge: Policy | None = None,
+    progress: Progress | None = None,
+) -> dict[str, list[MethodPoint]]:
+    """Every method at every N: accuracy, tokens per task, fallbacks, and method extras."""
+    out: dict[str, list[MethodPoint]] = {}
+    pool_size = max((len(p.candidates) for p in pools), default=0)
+    ns = sorted({n for n in cfg.ns if n <= pool_size})
+    total = len(cfg.methods) * len(ns) * len(pools)
+    done = 0
+    for method in cfg.methods:
+        points = []
+        for n in ns:
+            acc = tokens = 0.0
+            picks = no_answer = fallbacks = calls = 0
+            extras: dict[str, float] = {}
+            weight_sum = 0.0
+            for pool in pools:
+                draws = subsets(len(pool.candidates), n, cfg.draws, cfg.seed, pool.task.id)
+                for d, idx in enumerate(draws):
+                    cands = [pool.candidates[i] for i in idx]
+                    sel, spent = await _select(method, pool, cands, cfg, judge, cfg.seed * 1000 + d)
+                    w = 1.0 / len(draws)  # each task weighs the same, whatever its number of draws
+                    weight_sum += w
+                    chosen = next((c for c in cands if c.index == sel.index), None)
+                    acc += w * float(bool(chosen is not None and chosen.correct))
+                    tokens += w * spent
+                    picks += 1
+                    no_answer += sel.index is None
+                    fallbacks += sel.fallbacks
+                    calls += sel.calls
+                    for key in ("tokens_saved", "stopped", "parse_failures", "dropped"):
+                        if key in sel.detail:
+                            extras[key] = extras.get(key, 0.0) + w * float(sel.detail[key])
+                done += 1
+                if progress is not None:
+                    progress(f"{method}@{n}", done, total)
+            norm = max(weight_sum, 1e-12)
+            points.append(
+                MethodPoint(
+                    method=method,
+                    n=n,
+                    accuracy=acc / norm,
+                    tokens=tokens / norm,
+                    draws=max(len(subsets(pool_size, n, cfg.draws, cfg.seed, "x")), 1),
+                    picks=picks,
+                    no_answer=no_answer,
+                    fallbacks=fallbacks,
+                    selector_calls=calls,
+                    extra={f"{k}_per_task": v / norm for k, v in extras.items()},
+                )
+            )
+        out[method] = points
+    return out
+
+
+def oracle_points(
+    pools: Sequence[TaskPool], ns: Sequence[int], draws: int, seed: int
+) -> list[dict[str, float]]:
+    """pass@N on the same subsets (some sample is correct): the ceiling of any selector."""
+    pool_size = max((len(p.candidates) for p in pools), default=0)
+    rows = []
+    for n in sorted({n for n in ns if n <= pool_size}):
+        acc = weight = 0.0
+        for pool in pools:
+            subs = subsets(len(pool.candidates), n, draws, seed, pool.task.id)
+            for idx in subs:
+                acc += any(pool.candidates[i].correct for i in idx) / len(subs)
+                weight += 1 / len(subs)
+        rows.append({"n": n, "pass_at_n": acc / max(weight, 1e-12)})
+    return rows
