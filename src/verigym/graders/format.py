@@ -88,7 +88,7 @@ _FINAL_IS = re.compile(r"final answer is[ \t:]*([^\n]*)", re.IGNORECASE)
 
 
 def _clean_answer(value: str) -> str:
-    value = value.strip().strip("*_").strip()
+    value = value.strip().strip("*_").strip().rstrip(".").strip()
     if value.startswith("$") and value.endswith("$") and len(value) > 1:
         value = value.strip("$").strip()
     return value.rstrip(".").strip()
