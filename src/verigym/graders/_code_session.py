@@ -1,0 +1,207 @@
+"""One sandboxed worker process per candidate, driven over a frame protocol from the grader side.
+
+The session starts ``bwrap ... python -S -I -c <worker>``, waits for the worker's *ready* frame
+(no ready frame = the sandbox itself failed = infrastructure error), sends the candidate's code,
+then one frame per case. A worker that dies or stops answering (killed by the candidate, a fork
+bomb, an rlimit) costs the case in flight a *fail* and is restarted for the next case.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verigym.graders._code_codec import CodecError, read_frame, write_frame
+from verigym.graders.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    kill_group,
+    python_executable,
+    random_uid,
+)
+
+__all__ = ["CaseReply", "WorkerSession", "worker_source"]
+
+_GRACE_S = 2.0
+
+
+@functools.cache
+def worker_source() -> str:
+    """The stdlib-only worker program: the codec followed by the worker, as one script."""
+    here = Path(__file__).parent
+    parts = []
+    for name in ("_code_codec.py", "_code_worker.py"):
+        text = (here / name).read_text()
+        text = re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M)
+        text = re.sub(r"^from verigym\.graders\._code_codec import .*\n", "", text, flags=re.M)
+        parts.append(text)
+    return "from __future__ import annotations\n" + "\n".join(parts) + "\nmain()\n"
+
+
+@dataclass
+class CaseReply:
+    """What the worker said about one case: ``ok`` False means the candidate failed it (``reason``)."""
+
+    ok: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+class WorkerSession:
+    """A candidate loaded in a sandboxed worker. ``mode`` is ``function`` or ``io``.
+
+    Raises ``SandboxUnavailable`` only when a fresh sandbox cannot be started (infrastructure).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        mode: str,
+        entry_point: str = "",
+        limits: Limits,
+        sandbox: Sandbox,
+        python: str | None = None,
+    ) -> None:
+        self.code, self.mode, self.entry = code, mode, entry_point
+        self.limits, self.sandbox = limits, sandbox
+        self.python = python or python_executable()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.load_error: str | None = None
+        self.events: list[str] = []
+        self.starts = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _argv(self) -> tuple[list[str], list[int]]:
+        lim = self.limits
+        total_cpu = max(lim.cpu_limit() * 4, 30)
+        rlimits = {
+            "RLIMIT_AS": lim.memory_mb * 1024 * 1024,
+            "RLIMIT_NPROC": lim.max_procs,
+            "RLIMIT_FSIZE": lim.max_file_mb * 1024 * 1024,
+            "RLIMIT_NOFILE": lim.max_open_files,
+            "RLIMIT_CPU": total_cpu,
+        }
+        if os.geteuid() != 0:
+            rlimits.pop("RLIMIT_NPROC")  # counted per real uid: would count the user's own processes
+        cfg = json.dumps({"rlimits": rlimits, "uid": None if self.sandbox.unsafe else random_uid()})
+        cmd = [self.python, "-S", "-I", "-B", "-c", worker_source(), cfg]
+        if self.sandbox.unsafe:
+            return cmd, []
+        return self.sandbox.argv(cmd, files={}, limits=lim, cwd="/tmp", drop_with="inprocess")
+
+    def start(self) -> None:
+        """Start a fresh worker and load the code; sets ``load_error`` when the candidate's code fails."""
+        self.close()
+        self.sandbox.check()
+        argv, fds = self._argv()
+        self.starts += 1
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=fds,
+                cwd="/tmp" if self.sandbox.unsafe else "/",
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert self.proc.stdout is not None
+        try:
+            ready = read_frame(self.proc.stdout.fileno(), deadline=time.monotonic() + 20, max_bytes=4096)
+        except (TimeoutError, CodecError):
+            ready = None
+        if not isinstance(ready, dict) or not ready.get("ready"):
+            err = self._stderr()
+            self.close()
+            raise SandboxUnavailable(f"the sandbox did not start: {err or 'no ready signal from the worker'}")
+        job = {
+            "mode": self.mode,
+            "code": self.code,
+            "entry": self.entry,
+            "case_cpu": self.limits.cpu_limit(),
+            "max_output": self.limits.max_output_bytes,
+        }
+        reply = self._exchange(job, self.limits.timeout_s + _GRACE_S)
+        if not reply.ok:
+            self.load_error = f"the code failed to load: {reply.reason}"
+            self.close()
+        self.events += [str(e) for e in reply.data.get("events", [])][:50]
+
+    def close(self) -> None:
+        if self.proc is not None:
+            kill_group(self.proc)
+            self.proc = None
+
+    def __enter__(self) -> WorkerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- cases ----------------------------------------------------------------------------------
+    def run_case(self, payload: dict[str, Any], timeout_s: float) -> CaseReply:
+        """Send one case. A dead worker is restarted first; a load failure fails every case."""
+        if self.load_error is not None:
+            return CaseReply(ok=False, reason=self.load_error)
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+            if self.load_error is not None:
+                return CaseReply(ok=False, reason=self.load_error)
+        reply = self._exchange({**payload, "timeout": timeout_s}, timeout_s + _GRACE_S)
+        self.events += [str(e) for e in reply.data.get("events", [])][: max(0, 50 - len(self.events))]
+        return reply
+
+    def _exchange(self, msg: dict[str, Any], wait_s: float) -> CaseReply:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            write_frame(self.proc.stdin.fileno(), msg)
+        except OSError:
+            self.close()
+            return CaseReply(ok=False, reason="the candidate's process died before the case started")
+        try:
+            frame = read_frame(
+                self.proc.stdout.fileno(),
+                deadline=time.monotonic() + wait_s,
+                max_bytes=self.limits.max_output_bytes + 65536,
+            )
+        except TimeoutError:
+            self.close()
+            return CaseReply(ok=False, reason=f"timeout: no answer within {wait_s:g}s")
+        except CodecError as exc:
+            self.close()
+            return CaseReply(ok=False, reason=str(exc))
+        if frame is None:
+            self.close()
+            return CaseReply(ok=False, reason="the candidate killed or broke its own runner")
+        if not isinstance(frame, dict):
+            return CaseReply(ok=False, reason="malformed reply")
+        return CaseReply(ok=bool(frame.get("ok")), data=frame, reason=str(frame.get("error", ""))[:500])
+
+    def _stderr(self) -> str:
+        if self.proc is None or self.proc.stderr is None:
+            return ""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        try:
+            return self.proc.stderr.read(2000).decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""

@@ -1,0 +1,321 @@
+"""Code grader: run a candidate program against hidden tests in a bubblewrap sandbox.
+
+The candidate runs in a sandboxed worker (``graders/sandbox.py``); the hidden tests never enter
+the sandbox. For *function* problems each top-level ``assert`` of the tests is one case, evaluated
+in the grader's own process with the entry point replaced by a proxy: the proxy sends the
+arguments into the sandbox and gets back the candidate's result as plain data (see
+``_code_codec``), so ``sys.exit(0)``, patched asserts, always-equal objects, lying ``__repr__``,
+fake "OK" output and reading the test file cannot pass. For *stdin/stdout* problems the program
+runs once per case on the given stdin and its output is compared strictly (line-wise, trailing
+whitespace ignored), exactly, or token-wise with an explicit float tolerance.
+
+Whatever the candidate causes (crash, timeout, resource limit, killed runner) fails the case with
+its reason; only the grader's own infrastructure (no sandbox) gives an errored grade.
+
+``Task.info`` keys read by :func:`code_grader`:
+
+- ``entry_point`` (str) and ``tests`` (str): Python source whose top-level ``assert`` statements
+  call ``entry_point`` (or HumanEval style: ``def check(candidate)`` whose asserts are the cases);
+  other top-level statements (imports, helpers, constants) are setup, run once, outside the sandbox.
+- ``io_tests``: list of ``{"stdin": str, "stdout": str}`` for stdin/stdout problems.
+- optional ``float_tol`` (float), ``exact_output`` (bool), ``timeout_s`` (per case, float).
+
+The candidate's code is the last fenced ```` ```python ```` block of the final answer (or the last
+fenced block of any language when there is no python one, or the whole answer when it has no fence
+and parses as Python).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from verigym.graders._code_tests import CandidateFailure, TaskTestsError, evaluate_asserts
+from verigym.graders.sandbox import Limits, Sandbox, SandboxUnavailable
+from verigym.rubric import Grader
+from verigym.types import Grade, Task, Trajectory
+
+__all__ = [
+    "CaseResult",
+    "CodeResult",
+    "TaskTestsError",
+    "bench_verdict",
+    "code_grader",
+    "compare_output",
+    "extract_code",
+    "run_function_tests",
+    "run_io_tests",
+]
+
+_FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    passed: bool
+    reason: str = ""
+
+
+@dataclass
+class CodeResult:
+    """The outcome of one candidate: per-case results, sandbox events and an infrastructure error."""
+
+    cases: list[CaseResult] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+    @property
+    def total(self) -> int:
+        return len(self.cases)
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total if self.cases else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.cases) and all(c.passed for c in self.cases)
+
+    def detail(self) -> str:
+        text = f"passed {self.passed}/{self.total}"
+        failed = [c for c in self.cases if not c.passed]
+        if failed:
+            text += "; first failure: " + f"{failed[0].name}: {failed[0].reason}"[:300]
+        if self.events:
+            text += f"; sandbox events: {', '.join(self.events[:5])}"[:300]
+        return text
+
+
+def extract_code(text: str) -> str | None:
+    """The candidate's program in ``text`` (see the module docstring), or None."""
+    blocks = _FENCE.findall(text)
+    py = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
+    if py:
+        return str(py[-1])
+    if blocks:
+        return str(blocks[-1][1])
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    return text if text.strip() else None
+
+
+def _limits(timeout_s: float, memory_mb: int, max_output_bytes: int) -> Limits:
+    return Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=max_output_bytes)
+
+
+def run_function_tests(
+    code: str,
+    tests: str,
+    entry_point: str,
+    *,
+    timeout_s: float = 5.0,
+    total_timeout_s: float = 60.0,
+    memory_mb: int = 1024,
+    max_output_bytes: int = 1_000_000,
+    stop_on_fail: bool = False,
+    unsafe_no_sandbox: bool = False,
+    sandbox: Sandbox | None = None,
+) -> CodeResult:
+    """Run every assert of ``tests`` against ``code``'s ``entry_point``; one sandbox per candidate.
+
+    Raises ``TaskTestsError`` when the tests themselves are broken and ``SandboxUnavailable`` when
+    no sandbox can be started (both are the grader's problem, not the candidate's).
+    """
+    from verigym.graders._code_session import WorkerSession
+
+    start = time.monotonic()
+    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+    limits = _limits(timeout_s, memory_mb, max_output_bytes)
+    with WorkerSession(code, mode="function", entry_point=entry_point, limits=limits, sandbox=box) as ses:
+        ses.start()
+        deadline = start + total_timeout_s
+
+        def call(payload: dict[str, Any]) -> Any:
+            if time.monotonic() > deadline:
+                raise CandidateFailure(f"total time limit of {total_timeout_s:g}s exceeded")
+            reply = ses.run_case({"op": "call", **payload}, timeout_s)
+            if not reply.ok:
+                raise CandidateFailure(reply.reason or "the call failed", reply.data.get("error", ""))
+            return reply.data.get("value")
+
+        cases = evaluate_asserts(tests, entry_point, call, stop_on_fail=stop_on_fail)
+        return CodeResult(cases=cases, events=list(ses.events), wall_s=time.monotonic() - start)
+
+
+def compare_output(
+    got: str, want: str, *, float_tol: float | None = None, exact: bool = False
+) -> tuple[bool, str]:
+    """Compare program output with the expected output; returns (equal, reason when not).
+
+    Default: line by line, trailing whitespace of each line and trailing blank lines ignored.
+    ``exact``: byte for byte. ``float_tol``: whitespace-separated tokens; tokens that both parse as
+    finite floats match when ``|a-b| <= float_tol * max(1, |b|)``, other tokens must be equal.
+    """
+    if exact:
+        return (got == want, "" if got == want else "output differs (exact comparison)")
+    if float_tol is not None:
+        a, b = got.split(), want.split()
+        if len(a) != len(b):
+            return False, f"expected {len(b)} tokens, got {len(a)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x == y:
+                continue
+            try:
+                fx, fy = float(x), float(y)
+            except ValueError:
+                return False, f"token {i + 1}: expected {y[:40]!r}, got {x[:40]!r}"
+            if not (
+                math.isfinite(fx) and math.isfinite(fy) and abs(fx - fy) <= float_tol * max(1.0, abs(fy))
+            ):
+                return False, f"token {i + 1}: expected {y[:40]!r}, got {x[:40]!r} (tolerance {float_tol:g})"
+        return True, ""
+    ga, wa = [ln.rstrip() for ln in got.splitlines()], [ln.rstrip() for ln in want.splitlines()]
+    while ga and not ga[-1]:
+        ga.pop()
+    while wa and not wa[-1]:
+        wa.pop()
+    if ga == wa:
+        return True, ""
+    for i, (x, y) in enumerate(zip(ga, wa, strict=False)):
+        if x != y:
+            return False, f"line {i + 1}: expected {y[:60]!r}, got {x[:60]!r}"
+    return False, f"expected {len(wa)} lines, got {len(ga)}"
+
+
+def run_io_tests(
+    code: str,
+    io_tests: Sequence[Mapping[str, str]],
+    *,
+    float_tol: float | None = None,
+    exact: bool = False,
+    timeout_s: float = 5.0,
+    total_timeout_s: float = 60.0,
+    memory_mb: int = 1024,
+    max_output_bytes: int = 1_000_000,
+    stop_on_fail: bool = False,
+    unsafe_no_sandbox: bool = False,
+    sandbox: Sandbox | None = None,
+) -> CodeResult:
+    """Run the program once per ``{"stdin", "stdout"}`` case and compare its output."""
+    from verigym.graders._code_session import WorkerSession
+
+    start = time.monotonic()
+    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+    limits = _limits(timeout_s, memory_mb, max_output_bytes)
+    cases: list[CaseResult] = []
+    with WorkerSession(code, mode="io", limits=limits, sandbox=box) as ses:
+        ses.start()
+        for i, case in enumerate(io_tests):
+            name = f"case {i + 1}"
+            if "stdin" not in case or "stdout" not in case:
+                raise TaskTestsError(f"io_tests[{i}] needs 'stdin' and 'stdout' strings")
+            if stop_on_fail and cases and not cases[-1].passed:
+                cases.append(CaseResult(name, False, "not run (an earlier case failed)"))
+                continue
+            if time.monotonic() - start > total_timeout_s:
+                cases.append(CaseResult(name, False, f"total time limit of {total_timeout_s:g}s exceeded"))
+                continue
+            reply = ses.run_case({"op": "io", "stdin": str(case["stdin"])}, timeout_s)
+            d = reply.data
+            if not reply.ok:
+                cases.append(CaseResult(name, False, reply.reason))
+            elif d.get("timeout"):
+                cases.append(CaseResult(name, False, f"timeout after {timeout_s:g}s"))
+            elif d.get("truncated"):
+                cases.append(CaseResult(name, False, "output limit exceeded"))
+            elif d.get("exit") != 0:
+                tail = str(d.get("stderr", "")).strip().splitlines()[-1:] or [""]
+                cases.append(CaseResult(name, False, f"runtime error: {d.get('status')} {tail[0][:200]}"))
+            else:
+                ok, why = compare_output(
+                    str(d.get("stdout", "")), str(case["stdout"]), float_tol=float_tol, exact=exact
+                )
+                cases.append(CaseResult(name, ok, why))
+        return CodeResult(cases=cases, events=list(ses.events), wall_s=time.monotonic() - start)
+
+
+def code_grader(
+    name: str = "code",
+    mode: str = "fraction",
+    *,
+    weight: float = 1.0,
+    timeout_s: float = 5.0,
+    total_timeout_s: float = 60.0,
+    memory_mb: int = 1024,
+    unsafe_no_sandbox: bool = False,
+) -> Grader:
+    """A ``Grader`` scoring the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when
+    all pass (``mode="all"``). Sandbox events (e.g. network attempts) are appended to
+    ``trajectory.state["sandbox_events"]`` for the anti-hacking detectors."""
+    if mode not in ("fraction", "all"):
+        raise ValueError(f"code_grader mode must be 'fraction' or 'all', got {mode!r}")
+    box = Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+
+    def grade(task: Task, trajectory: Trajectory) -> Grade:
+        info = task.info
+        code = extract_code(trajectory.final_text)
+        if code is None:
+            return Grade(score=0.0, detail="no code block in the final answer")
+        per_case = float(info.get("timeout_s", timeout_s))
+        opts: dict[str, Any] = {
+            "timeout_s": per_case,
+            "total_timeout_s": total_timeout_s,
+            "memory_mb": memory_mb,
+            "stop_on_fail": mode == "all",
+            "sandbox": box,
+        }
+        try:
+            if "io_tests" in info:
+                result = run_io_tests(
+                    code,
+                    info["io_tests"],
+                    float_tol=info.get("float_tol"),
+                    exact=bool(info.get("exact_output", False)),
+                    **opts,
+                )
+            elif "tests" in info and "entry_point" in info:
+                result = run_function_tests(code, str(info["tests"]), str(info["entry_point"]), **opts)
+            else:
+                return Grade.failed(f"task {task.id!r}: info needs 'tests' + 'entry_point' or 'io_tests'")
+        except (TaskTestsError, SandboxUnavailable) as exc:
+            return Grade.failed(f"task {task.id!r}: {exc}")
+        if result.events:
+            trajectory.state.setdefault("sandbox_events", []).extend(result.events)
+        score = result.fraction if mode == "fraction" else float(result.all_passed)
+        return Grade(score=score, detail=result.detail())
+
+    return Grader(fn=grade, weight=weight, name=name, timeout=None)
+
+
+def bench_verdict(
+    line: Mapping[str, Any], *, timeout_s: float = 3.0, unsafe_no_sandbox: bool = False
+) -> bool:
+    """Verifier-bench hook for code suite lines ``{"id","problem","entry_point","solution","tests",
+    "expect"}``: True when every assert of ``tests`` passes. Raises on infrastructure errors."""
+    solution = str(line["solution"])
+    code = extract_code(solution) if "```" in solution else solution
+    if code is None:
+        return False
+    result = run_function_tests(
+        code,
+        str(line["tests"]),
+        str(line["entry_point"]),
+        timeout_s=timeout_s,
+        total_timeout_s=max(30.0, timeout_s * 4),
+        stop_on_fail=True,
+        unsafe_no_sandbox=unsafe_no_sandbox,
+    )
+    return result.all_passed
