@@ -8,8 +8,6 @@ The command resolves its configuration (defaults < saved config of a resumed run
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import os
 import re
 import sys
@@ -30,41 +28,15 @@ __all__ = ["register"]
 
 
 def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
-    """An environment by registry name, or ``module:attr`` / ``path/to/file.py:attr``."""
-    from verigym.envs.base import Environment
+    """An environment by registry name, entry point, or ``module:attr`` / ``path/to/file.py:attr``."""
+    from verigym.envs.registry import EnvError, load_env
 
-    if ":" in name:
-        module_name, _, attr = name.rpartition(":")
-        try:
-            if module_name.endswith(".py"):
-                spec = importlib.util.spec_from_file_location(Path(module_name).stem, module_name)
-                if spec is None or spec.loader is None:
-                    raise ImportError(f"cannot load {module_name}")
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-            else:
-                module = importlib.import_module(module_name)
-            factory = getattr(module, attr)
-        except (ImportError, AttributeError, OSError, SyntaxError) as exc:
-            fail(f"environment {name!r}: cannot import it ({type(exc).__name__}: {exc})")
-        try:
-            env = factory(**kwargs)
-        except TypeError as exc:
-            fail(f"environment {name!r} rejected --env-arg {sorted(kwargs)}: {exc}")
-    else:
-        try:
-            from verigym.envs.registry import load_env
-        except ImportError:
-            fail(f"unknown environment {name!r}: the registry is not available; use module:attr")
-        try:
-            env = load_env(name, **kwargs)
-        except KeyError as exc:
-            fail(str(exc.args[0]) if exc.args else f"unknown environment {name!r}")
-        except Exception as exc:
-            fail(f"environment {name!r}: {exc}")
-    if not isinstance(env, Environment):
-        fail(f"environment {name!r} is a {type(env).__name__}, not a verigym Environment")
-    return env
+    try:
+        return load_env(name, **kwargs)
+    except EnvError as exc:
+        fail(str(exc))
+    except Exception as exc:  # the environment's own constructor failed
+        fail(f"environment {name!r} failed to start: {type(exc).__name__}: {exc}")
 
 
 def _resolve(
@@ -146,7 +118,7 @@ async def _check(policy: Any, config: EvalConfig) -> None:
     if not config.model:
         if not models:
             fail("--model is required: the server at --base-url lists no models")
-        policy.model = models[0]
+        policy.model = config.model = models[0]
 
 
 def _run(config: EvalConfig, out: Path, resume: bool) -> None:
@@ -210,6 +182,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         try:
             if remote:
                 await _check(policy, config)
+            progress.start()
             return await evaluate(
                 env,
                 policy,
@@ -222,13 +195,13 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
                 on_record=advance,
             )
         finally:
+            progress.stop()
             close = getattr(policy, "aclose", None)
             if close is not None:
                 await close()
 
     try:
-        with progress:
-            result = asyncio.run(main())
+        result = asyncio.run(main())
     except ConfigError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -1,0 +1,239 @@
+"""`verigym eval` end to end: the four files, kill -9 + --resume, Ctrl-C, faults, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from eval_fakeserver import FakeServer
+from typer.testing import CliRunner
+
+from verigym.cli import app
+from verigym.eval.store import load_records
+
+ENV = str(Path(__file__).with_name("eval_envs.py")) + ":AddEnv"
+runner = CliRunner()
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["eval", *args])
+    return result.exit_code, result.output  # stdout and stderr, interleaved
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "verigym", "eval", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], limit: float = 60) -> None:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.005)
+    raise AssertionError(f"{path} never reached {n} lines")
+
+
+def comparable(summary: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in summary.items() if k != "wall_s"}
+
+
+def test_eval_writes_four_files_and_passes_env_args(tmp_path: Path) -> None:
+    with FakeServer() as srv:
+        code, out = cli(
+            ENV,
+            "--base-url",
+            srv.url,
+            "-n",
+            "6",
+            "-k",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path / "a"),
+            "--temperature",
+            "0.5",
+            "--max-tokens",
+            "64",
+            "--harness",
+            "plain",
+            "--tool-variant",
+            "7",
+            "--env-arg",
+            "group=true",
+        )
+    assert code == 0, out
+    run = tmp_path / "a"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "config.json",
+        "report.html",
+        "results.jsonl",
+        "summary.json",
+    ]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["n_samples"] == 12 and summary["n_errors"] == 0 and set(summary["pass_at_k"]) == {"1", "2"}
+    config = json.loads((run / "config.json").read_text())
+    assert config["config"]["env_args"] == {"group": True, "harness": "plain", "tool_variant": 7}
+    assert config["config"]["model"] == "fake-model"  # taken from the server's /models
+    assert "openai" in config["versions"] and "git_revision" in config
+    assert all(b["temperature"] == 0.5 and b["max_tokens"] == 64 for b in srv.requests)
+    report = (run / "report.html").read_text()
+    assert report.count("data:image/png;base64") == 2 and "<details>" in report and "grade correct" in report
+    assert "pass@2" in out and "reward mean" in out
+
+
+def test_faults_end_as_scores_or_errors_with_reasons(tmp_path: Path) -> None:
+    from eval_envs import AddEnv
+
+    tasks = AddEnv().tasks(12, seed=0)
+    faults = ["500!", "500", "429", "slow!", "trunc", "badargs!", "400!", None, None, "slow", "empty", None]
+    by_prompt = {t.prompt[0].content: f for t, f in zip(tasks, faults, strict=True)}
+
+    def plan(body: dict[str, object], attempt: int) -> str | None:
+        fault = by_prompt[body["messages"][-1]["content"]]  # type: ignore[index]
+        if fault is None:
+            return None
+        return fault.rstrip("!") if fault.endswith("!") or attempt == 0 else None
+
+    toml = tmp_path / "c.toml"
+    toml.write_text("timeout = 0.4\nmax_retries = 2\nconcurrency = 8\n")
+    with FakeServer(plan, slow_s=1.2, retry_after="0.1") as srv:
+        code, out = cli(
+            ENV,
+            "--base-url",
+            srv.url,
+            "--model",
+            "m",
+            "-n",
+            "12",
+            "-k",
+            "2",
+            "--out",
+            str(tmp_path / "f"),
+            "--config",
+            str(toml),
+        )
+    assert code == 0, out
+    records = {(r.task_id, r.sample_index): r for r in load_records(tmp_path / "f" / "results.jsonl")}
+    assert len(records) == 24
+    for i, fault in enumerate(faults):
+        for k in range(2):
+            r = records[(f"add-0-{i}", k)]
+            if fault in ("500!", "slow!", "400!"):
+                assert r.error is not None and r.score.reward is None, (fault, r.error)
+                assert r.error.kind == {"500!": "server", "slow!": "timeout", "400!": "bad_request"}[fault]
+                assert r.error.message
+            else:
+                assert r.error is None and r.score.reward is not None, (fault, r.error)
+    assert records[("add-0-5", 0)].score.reward == 0.0  # bad tool-call JSON is the model's mistake
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["n_errors"] == 6 and summary["errors_by_kind"] == {
+        "bad_request": 2,
+        "server": 2,
+        "timeout": 2,
+    }
+    scored = [r.score.reward for r in records.values() if r.error is None]
+    assert summary["reward_mean"] == pytest.approx(sum(scored) / len(scored))  # type: ignore[arg-type]
+
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
+    args = ["-n", "40", "-k", "3", "--concurrency", "4", "--seed", "11", "--model", "m"]
+    with FakeServer(delay_s=0.02) as srv:
+        code, out = cli(ENV, "--base-url", srv.url, *args, "--out", str(tmp_path / "full"))
+        assert code == 0, out
+        killed = tmp_path / "killed"
+        proc = spawn(ENV, "--base-url", srv.url, *args, "--out", str(killed))
+        wait_for_lines(killed / "results.jsonl", random.Random().randint(5, 90), proc)
+        proc.kill()
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        code, out = cli("--out", str(killed), "--resume", "--base-url", srv.url)
+        assert code == 0, out
+    lines = (killed / "results.jsonl").read_text().splitlines()
+    keys = [(json.loads(x)["task_id"], json.loads(x)["sample_index"]) for x in lines]
+    assert len(keys) == len(set(keys)) == 120
+    full = {(r.task_id, r.sample_index): r for r in load_records(tmp_path / "full" / "results.jsonl")}
+    for r in load_records(killed / "results.jsonl"):
+        twin = full[(r.task_id, r.sample_index)]
+        assert (r.score, r.trajectory.final_text, r.sampling) == (
+            twin.score,
+            twin.trajectory.final_text,
+            twin.sampling,
+        )
+    a = json.loads((tmp_path / "full" / "summary.json").read_text())
+    b = json.loads((killed / "summary.json").read_text())
+    assert comparable(a) == comparable(b)
+
+
+def test_ctrl_c_leaves_a_valid_file_and_says_how_to_resume(tmp_path: Path) -> None:
+    with FakeServer(delay_s=0.05) as srv:
+        run = tmp_path / "c"
+        proc = spawn(
+            ENV, "--base-url", srv.url, "--model", "m", "-n", "200", "--concurrency", "2", "--out", str(run)
+        )
+        wait_for_lines(run / "results.jsonl", 4, proc)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, output
+    assert "--resume" in output and str(run) in output and "Traceback" not in output
+    records = load_records(run / "results.jsonl")
+    assert 4 <= len(records) < 200
+    assert (run / "results.jsonl").read_bytes().endswith(b"\n")
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    bad_rows = tmp_path / "rows.jsonl"
+    bad_rows.write_text('{"id": 1, "q": "1+1", "a": "2"}\n{"id": 2, "q": \n')
+    toml = tmp_path / "c.toml"
+    toml.write_text("num_taskz = 3\n")
+    cases = {
+        "unknown environment 'no-such-env'": ["no-such-env"],
+        "--env-arg 'oops'": [ENV, "--env-arg", "oops"],
+        "has no argument 'colour'": ["arithmetic", "--env-arg", "colour=red"],
+        "rows.jsonl:2": [ENV, "--env-arg", f"path={bad_rows}", "--base-url", "http://127.0.0.1:9/v1"],
+        "cannot reach http://127.0.0.1:9/v1": [ENV, "--base-url", "http://127.0.0.1:9/v1"],
+        "VERIGYM_TEST_NO_KEY is not set": [
+            ENV,
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            "VERIGYM_TEST_NO_KEY",
+        ],
+        "unknown key 'num_taskz'": [ENV, "--config", str(toml)],
+        "--resume needs --out": [ENV, "--resume"],
+        "does not exist": [ENV, "--resume", "--out", str(tmp_path / "nothing")],
+    }
+    for expected, args in cases.items():
+        code, out = cli(*args)
+        assert code == 2, (args, out)
+        assert expected in out and "Traceback" not in out, (expected, out)
+        assert len(out.strip().splitlines()) == 1, out
+
+
+def test_existing_results_need_resume_and_resume_keeps_identity(tmp_path: Path) -> None:
+    with FakeServer() as srv:
+        run = str(tmp_path / "r")
+        assert cli(ENV, "--base-url", srv.url, "-n", "3", "--out", run)[0] == 0
+        code, out = cli(ENV, "--base-url", srv.url, "-n", "3", "--out", run)
+        assert code == 2 and "--resume" in out
+        code, out = cli(ENV, "--base-url", srv.url, "--out", run, "--resume", "--seed", "9")
+        assert code == 2 and "seed was 0" in out
+        code, out = cli(
+            "--base-url", srv.url, "--out", run, "--resume", "-n", "5"
+        )  # more tasks: only the new ones run
+        assert code == 0, out
+    assert len(load_records(Path(run) / "results.jsonl")) == 5 and len(srv.requests) == 5
