@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +79,23 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
+def _hint_source(fn: Any) -> Any:
+    """Where the annotations of a callable live: the function behind a partial or a callable object."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and callable(fn):
+        return type(fn).__call__
+    return fn
+
+
+def _is_async(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isfunction(fn) or inspect.ismethod(fn):
+        return inspect.iscoroutinefunction(fn)
+    return inspect.iscoroutinefunction(type(fn).__call__)
+
+
 def _describe_errors(name: str, exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False):
@@ -124,10 +142,15 @@ class Tool:
         tool_name = name or getattr(fn, "__name__", "")
         if not tool_name or tool_name == "<lambda>":
             raise TypeError("a tool needs a name: pass name= for lambdas and callables without __name__")
-        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        source = _hint_source(fn)
+        raw = getattr(source, "__doc__", None)
+        doc_text = inspect.cleandoc(raw) if isinstance(raw, str) else None
+        if not doc_text and not isinstance(fn, functools.partial):
+            doc_text = inspect.getdoc(fn)
+        doc = docstring_parser.parse(doc_text or "")
         arg_docs = {p.arg_name: (p.description or "") for p in doc.params}
         try:
-            hints = get_type_hints(fn, include_extras=True)
+            hints = get_type_hints(source, include_extras=True)
         except Exception as exc:
             raise TypeError(f"tool {tool_name!r}: cannot resolve type hints ({exc})") from None
         fields: dict[str, Any] = {}
@@ -195,7 +218,7 @@ class Tool:
         kwargs = self.validate(arguments)
         if self.state_param is not None:
             kwargs[self.state_param] = state if state is not None else {}
-        if inspect.iscoroutinefunction(self.fn):
+        if _is_async(self.fn):
             result = await self.fn(**kwargs)
         else:
             result = await asyncio.to_thread(self.fn, **kwargs)

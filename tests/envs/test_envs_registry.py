@@ -175,3 +175,19 @@ def test_cli_envs_and_check_env(tmp_path: Path) -> None:
 
 def test_verigym_namespace_exports_load_env() -> None:
     assert "load_env" in verigym.__all__ and verigym.load_env is load_env
+
+
+def test_cli_malformed_dataset_is_exit_2(tmp_path: Path) -> None:
+    data = tmp_path / "qa.jsonl"
+    data.write_text('{"question": "a", "answer": "1"}\n{"question": "b"}\n')
+    spec = tmp_path / "qa_env.py"
+    spec.write_text(
+        "from verigym.envs import DatasetEnv\n"
+        f"def load():\n    return DatasetEnv({str(data)!r}, name='qa', oracle_reply=lambda t: 'x')\n"
+    )
+    result = CliRunner().invoke(app, ["check-env", f"{spec}:load"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "qa.jsonl:2: missing field 'answer'" in result.output
+    data.write_text('{"question": "a", "answer": "1"}\n')
+    report = check_env(load_env(f"{spec}:load"))
+    assert {r.name: r.status for r in report.results}["oracle"] == "fail"  # oracle_reply is used

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -143,6 +144,8 @@ class Calc(ToolEnv):
         return {"n": 0}
 
     def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        if split != "test":
+            raise ValueError(f"no split {split!r}")
         return [Task(id="t0", prompt=(Message(role="user", content="2+3?"),), answer="5")]
 
 
@@ -246,3 +249,47 @@ async def test_max_turns_and_output_truncation() -> None:
 def test_duplicate_tool_names_are_refused() -> None:
     with pytest.raises(ValueError, match="unique"):
         Calc([add, add])
+
+
+async def test_methods_partials_and_callable_objects() -> None:
+    class Shop:
+        """A shop."""
+
+        def __init__(self) -> None:
+            self.stock = {"apple": 3}
+
+        def count(self, item: str) -> int:
+            """Units in stock.
+
+            Args:
+                item: the product name.
+            """
+            return self.stock.get(item, 0)
+
+        async def __call__(self, item: str) -> str:
+            return f"bought {item}"
+
+    shop = Shop()
+    method = Tool.from_function(shop.count)
+    assert (
+        method.name == "count"
+        and method.parameters["properties"]["item"]["description"] == "the product name."
+    )
+    assert await method.call({"item": "apple"}) == "3"
+    obj = Tool.from_function(shop, name="buy")
+    assert obj.description == "A shop." and await obj.call({"item": "pear"}) == "bought pear"
+
+    def power(base: int, exp: int) -> int:
+        """Raise to a power."""
+        return int(base**exp)
+
+    square = Tool.from_function(functools.partial(power, exp=2), name="square")
+    assert square.description == "Raise to a power." and await square.call({"base": 7}) == "49"
+
+
+def test_check_env_on_a_tool_env() -> None:
+    from verigym.envs.check import check_env
+
+    report = check_env(make_env(), n=1)
+    assert report.ok, report.failures
+    assert "unknown tool" in next(r.detail for r in report.results if r.name == "rollout")

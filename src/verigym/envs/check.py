@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from verigym.envs.base import Environment
+from verigym.envs.datasets import DatasetError
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Grade, Message, Sampling, Score, Task, ToolCall, Trajectory
@@ -116,6 +117,8 @@ def _check_tasks(env: Environment, report: CheckReport, n: int, seed: int) -> li
     try:
         tasks = env.tasks(n, seed=seed)
         again = env.tasks(n, seed=seed)
+    except DatasetError:  # bad input data, not a non-conforming environment: the caller reports it
+        raise
     except Exception as exc:
         report.add("tasks", "fail", f"tasks({n}, seed={seed}) raised {type(exc).__name__}: {exc}")
         return None
@@ -141,7 +144,12 @@ def _check_tasks(env: Environment, report: CheckReport, n: int, seed: int) -> li
         prompts = {json.dumps([m.model_dump() for m in t.prompt]) for t in tasks}
         shared = [t.id for t in train if json.dumps([m.model_dump() for m in t.prompt]) in prompts]
         if shared:
-            report.add("tasks", "fail", f"train and test splits share prompts (train {shared[0]})")
+            report.add(
+                "tasks",
+                "fail",
+                f"train and test splits share prompts (train {shared[0]}); "
+                "an env with one split should raise ValueError for the others",
+            )
             return None
         notes.append("train/test disjoint")
     report.add("tasks", "pass", "; ".join(notes))

@@ -4,13 +4,14 @@
 
 Tasks come as a list (the ``test`` split), a ``{split: tasks}`` dict, or a file path loaded on
 first use (so construction reads nothing). ``seed`` reorders tasks only when ``shuffle=True``.
-Its oracle answers each task's reference answer; its null policy answers nothing.
+Its oracle answers each task's reference answer (or ``oracle_reply(task)``, when a grader wants
+a format such as ``\\boxed{}``); its null policy answers nothing.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,20 @@ def _key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
     return tuple((m.role, m.content) for m in messages if m.role != "system")
 
 
-def lookup_policy(tasks: Sequence[Task], *, name: str = "oracle") -> Policy:
-    """A scripted policy that answers each of ``tasks`` (recognised by its prompt) with its reference answer."""
-    table = {_key(t.prompt): t.answer or "" for t in tasks}
+def lookup_policy(
+    tasks: Sequence[Task], *, name: str = "oracle", reply: Callable[[Task], str] | None = None
+) -> Policy:
+    """A scripted policy that answers each of ``tasks`` (recognised by its prompt).
 
-    def reply(messages: Sequence[Message]) -> str:
+    Its reply is ``reply(task)``, by default the reference answer as it is; anything else gets "".
+    """
+    make = reply or (lambda t: t.answer or "")
+    table = {_key(t.prompt): make(t) for t in tasks}
+
+    def answer(messages: Sequence[Message]) -> str:
         return table.get(_key(messages), "")
 
-    return ScriptedPolicy(reply, name=name)
+    return ScriptedPolicy(answer, name=name)
 
 
 class DatasetEnv(SingleTurnEnv):
@@ -52,6 +59,7 @@ class DatasetEnv(SingleTurnEnv):
         shuffle: bool = False,
         fields: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        oracle_reply: Callable[[Task], str] | None = None,
     ) -> None:
         super().__init__(rubric=rubric, system_prompt=system_prompt, timeout_s=timeout_s)
         self.name = name
@@ -60,6 +68,7 @@ class DatasetEnv(SingleTurnEnv):
         self._source = tasks
         self._fields = dict(fields or {})
         self._splits: dict[str, list[Task]] | None = None
+        self._oracle_reply = oracle_reply
 
     def _load(self) -> dict[str, list[Task]]:
         if self._splits is None:
@@ -82,11 +91,11 @@ class DatasetEnv(SingleTurnEnv):
         return out if n is None else out[:n]
 
     def oracle_policy(self) -> Policy | None:
-        """Answers each task's reference answer (None when the tasks have no answers)."""
+        """Answers ``oracle_reply(task)`` (default: the reference answer); None when tasks have no answers."""
         every = [t for ts in self._load().values() for t in ts]
         if not every or any(t.answer is None for t in every):
             return None
-        return lookup_policy(every, name=f"{self.name}-oracle")
+        return lookup_policy(every, name=f"{self.name}-oracle", reply=self._oracle_reply)
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "", name=f"{self.name}-null")
