@@ -21,7 +21,7 @@ the answer is the same, but no tokens are saved, and results say ``mode="offline
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,8 @@ class OnlineDeepConf:
     ``fraction > 0``) and the threshold becomes the keep-top-η cut of their lowest-group
     confidences (η = 0.1 keeps the 10% most confident: aggressive; η = 0.9: conservative).
 
+    ``thresholds`` gives rows their own threshold (one batched pass over many tasks, each
+    calibrated on its own warm-up: row → threshold); other rows use ``threshold``.
     ``stopped`` maps each row cut so far to the number of tokens it had when cut;
     ``reset()`` clears the per-row state between generation calls.
     """
@@ -66,6 +68,7 @@ class OnlineDeepConf:
         k: int = DEFAULT_K,
         eta: float = 0.1,
         fraction: float = DEFAULT_FRACTION,
+        thresholds: Mapping[int, float] | None = None,
     ) -> None:
         if window < 1:
             raise ValueError(f"window must be ≥ 1, got {window}")
@@ -75,6 +78,7 @@ class OnlineDeepConf:
         self.k = k
         self.eta = eta
         self.fraction = fraction
+        self.thresholds = dict(thresholds or {})
         self._rows: dict[int, _Row] = {}
 
     # -- calibration ---------------------------------------------------------------------------
@@ -113,26 +117,30 @@ class OnlineDeepConf:
         for t in range(len(prefix) - 1, n):
             top = list(top_logprobs[t][: self.k])
             prefix.append(prefix[-1] + (-math.fsum(top) / len(top) if top else 0.0))
-        if self.threshold is None or n < self.window:
+        threshold = self.thresholds.get(row, self.threshold)
+        if threshold is None or n < self.window:
             return False
-        if (prefix[n] - prefix[n - self.window]) / self.window < self.threshold:
+        if (prefix[n] - prefix[n - self.window]) / self.window < threshold:
             state.cut = n
             return True
         return False
 
-    def replay(self, top_logprobs: Sequence[Sequence[float]]) -> int | None:
-        """Where this hook would cut a finished trace (tokens kept), or None if it runs to the end.
+    def replay(self, top_logprobs: Sequence[Sequence[float]], *, ended: bool = False) -> int | None:
+        """Where this hook would cut a trace sampled in full (tokens kept), or None if it runs to the end.
 
-        Exact for a trace sampled in full with the same seed: the decision at step t depends only
-        on the first t tokens, so the cut trace is a prefix of the full one.
+        Exact for a trace sampled with the same seed: the decision at step t depends only on the
+        first t tokens, so the cut trace is a prefix of the full one. ``ended``: the trace ended on
+        its own (EOS or a stop string) — a generation loop checks that before the hook, so its
+        last token is never a cut point.
         """
         conf = token_confidences(top_logprobs, self.k) if len(top_logprobs) else []
-        if self.threshold is None or len(conf) < self.window:
+        last = len(conf) - 1 if ended else len(conf)
+        if self.threshold is None or last < self.window:
             return None
         prefix = [0.0]
         for c in conf:
             prefix.append(prefix[-1] + c)
-        for t in range(self.window, len(conf) + 1):
+        for t in range(self.window, last + 1):
             if (prefix[t] - prefix[t - self.window]) / self.window < self.threshold:
                 return t
         return None
@@ -189,7 +197,7 @@ def select_online(
     used = sum(c.tokens for c in warm)
     stopped = [False] * len(warm)
     for c in candidates[warmup:]:
-        cut = hook.replay(c.top_logprobs) if c.top_logprobs else None
+        cut = hook.replay(c.top_logprobs, ended=c.finished) if c.top_logprobs else None
         stopped.append(cut is not None)
         used += c.tokens if cut is None else cut
     sel = vote_online(candidates, hook, stopped)
