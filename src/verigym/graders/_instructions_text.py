@@ -24,47 +24,11 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+(?:['’]\w+)*")
-_ABBREVIATIONS = [
-    "mr",
-    "mrs",
-    "ms",
-    "dr",
-    "prof",
-    "sr",
-    "jr",
-    "st",
-    "vs",
-    "etc",
-    "e.g",
-    "i.e",
-    "a.m",
-    "p.m",
-    "u.s",
-    "u.k",
-    "inc",
-    "ltd",
-    "co",
-    "corp",
-    "no",
-    "fig",
-    "approx",
-    "dept",
-    "est",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
-    "mt",
-    "ave",
-]
+_ABBREVIATION_TEXT = (
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e a.m p.m u.s u.k inc ltd corp fig approx dept "
+    "jan feb mar apr jun jul aug sep sept oct nov dec mt ave"
+)
+_ABBREVIATIONS = [a for a in _ABBREVIATION_TEXT.split() if a]
 _PROTECT = "\u0000"
 _ABBR_RE = re.compile(
     r"(?i)\b(" + "|".join(re.escape(a) for a in sorted(_ABBREVIATIONS, key=len, reverse=True)) + r")\."
@@ -85,6 +49,7 @@ def split_sentences(text: str) -> list[str]:
     guarded = re.sub(r"(\d)\.(\d)", rf"\1{_PROTECT}\2", text)
     guarded = _ABBR_RE.sub(lambda m: m.group(1).replace(".", _PROTECT) + _PROTECT, guarded)
     guarded = re.sub(r"\b([A-Z])\.(?=\s+[A-Z])", rf"\1{_PROTECT}", guarded)  # initials: "J. Smith"
+    guarded = re.sub(r"\b([Nn]o)\.(?=\s*\d)", rf"\1{_PROTECT}", guarded)  # "No. 5", not "No."
     guarded = re.sub(r"\.\.\.(?=\s+[a-z])", _PROTECT * 3, guarded)  # an ellipsis mid-sentence
     parts = _SPLIT.split(guarded)
     out = [p.replace(_PROTECT, ".").strip() for p in parts]
