@@ -129,3 +129,11 @@ async def test_grader_reads_ifeval_format_and_errors_on_broken_tasks() -> None:
     assert score.reward is None and "unknown instruction" in (score.error or "")
     empty = Task(id="e", prompt=(Message(role="user", content="q"),), info={})
     assert not (await instructions_grader().grade(empty, _traj("hi"))).ok
+
+
+async def test_reasoning_is_not_checked() -> None:
+    info = {"instructions": [{"id": "punctuation:no_comma", "kwargs": {}}]}
+    task = Task(id="t", prompt=(Message(role="user", content="q"),), info=info)
+    text = "<think>hmm, well, commas here</think>no commas in the answer"
+    assert (await instructions_grader().grade(task, _traj(text))).score == 1.0
+    assert (await instructions_grader(strip_reasoning=False).grade(task, _traj(text))).score == 0.0

@@ -117,3 +117,9 @@ async def test_fields_grader() -> None:
     assert by_info.score == 1.0
     no_gold = await fields_grader().grade(_task(), _traj("{}"))
     assert not no_gold.ok
+
+
+async def test_json_in_reasoning_is_ignored() -> None:
+    g = schema_grader(SCHEMA)
+    text = '<think>draft {"name": 1}</think>{"name": "A", "address": {"city": "P", "zip": "1"}}'
+    assert (await g.grade(_task(), _traj(text))).score == 1.0

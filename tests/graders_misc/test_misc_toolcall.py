@@ -171,3 +171,8 @@ async def test_graders_plug_into_a_rubric_with_gates() -> None:
     traj = _traj(("", [_tc("add_item", '{"sku": "A1", "qty": 2}')]), ("done", []))
     score = await rubric.score(_task(), traj)
     assert score.reward == 2.0
+
+
+async def test_outputs_only_in_reasoning_do_not_count() -> None:
+    g = required_outputs_grader(["42"])
+    assert (await g.grade(_task(), _traj(("<think>the answer is 42</think>I don't know.", [])))).score == 0.0

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from verigym.graders._instructions_checks import CHECKERS, Checker
 from verigym.graders._instructions_lang import SUPPORTED_LANGUAGES, detect_language
+from verigym.graders.format import strip_think
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
@@ -122,10 +123,14 @@ def instructions_grader(
     mode: Mode = "strict",
     instructions: Sequence[Mapping[str, Any]] | None = None,
     *,
+    strip_reasoning: bool = True,
     weight: float = 1.0,
     name: str = "",
 ) -> Grader:
-    """Fraction of instructions followed by the final reply; detail reports ``all_followed``."""
+    """Fraction of instructions followed by the final reply; detail reports ``all_followed``.
+
+    ``strip_reasoning`` checks the reply without its ``<think>...</think>`` reasoning.
+    """
     if mode not in ("strict", "loose"):
         raise ValueError(f"mode must be 'strict' or 'loose', got {mode!r}")
     fixed = None if instructions is None else instructions_from_info({"instructions": list(instructions)})
@@ -137,7 +142,8 @@ def instructions_grader(
         todo = fixed if fixed is not None else instructions_from_info(task.info)
         if not todo:
             raise ValueError(f"task {task.id!r} lists no instructions")
-        results = check_instructions(trajectory.final_text, todo, mode=mode)
+        text = strip_think(trajectory.final_text) if strip_reasoning else trajectory.final_text
+        results = check_instructions(text, todo, mode=mode)
         followed = sum(r.followed for r in results)
         detail = {
             "all_followed": followed == len(results),

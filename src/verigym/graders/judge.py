@@ -9,7 +9,7 @@ when it is retryable and is otherwise an error. Errors are never zeros: the Grad
 with the reason, so the sample carries no reward.
 
 Scores: Σ met points / Σ positive points, clipped to [0, 1]; parents are weighted means of their
-children (see ``_judge_rubric``). Verdicts are cached by (prompt, completion, criterion) in a
+children (see ``_judge_rubric``). The judge sees replies without ``<think>`` reasoning. Verdicts are cached by (prompt, completion, criterion) in a
 ``JudgeCache`` (in memory, optionally persisted as JSONL). ``judge_agreement`` measures a judge
 against human labels (precision, recall, F1 with "met" as the positive class).
 
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from verigym.graders._judge_rubric import Criterion, RubricNode, parse_rubric, score_node
+from verigym.graders.format import strip_think
 from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Grader
 from verigym.types import Completion, Grade, Message, Sampling, Task, Trajectory, Turn
@@ -132,7 +133,7 @@ def parse_verdict(text: str) -> Verdict | None:
 def _render(messages: Sequence[Message]) -> str:
     lines = []
     for m in messages:
-        text = m.content
+        text = strip_think(m.content) if m.role == "assistant" else m.content
         for call in m.tool_calls:
             text += f"\n[tool call {call.name}({call.arguments})]"
         lines.append(f"{m.role}: {text}")
@@ -272,7 +273,7 @@ def judge_grader(
             else parse_rubric(task.info.get("rubric"), where=f"task {task.id} rubric")
         )
         after = trajectory.messages[len(trajectory.prompt) :]
-        response = after[-1].content if len(after) == 1 else _render(after)
+        response = strip_think(after[-1].content) if len(after) == 1 else _render(after)  # no reasoning
         criteria = node.leaves()
         try:
             verdicts = await judge_criteria(

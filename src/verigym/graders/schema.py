@@ -14,6 +14,8 @@
   ``task.answer`` as JSON) the document has right: numbers compared as numbers (1 == 1.0), strings
   casefolded with whitespace collapsed (``normalise_strings``), extra keys ignored unless ``exact``.
 
+The graders parse the final reply with its ``<think>...</think>`` reasoning removed.
+
 Suite line format (``tests/suites/schema.jsonl``)::
 
     {"id": str, "label": bool, "text": str, "format"?: "json" | "yaml" | "toml" | "csv",
@@ -37,6 +39,7 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from verigym.graders.format import strip_think
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
@@ -287,7 +290,7 @@ _ABSENT = object()
 
 def _document(trajectory: Trajectory, format: Format, extract: bool) -> tuple[Any, str | None]:
     try:
-        return parse_structured(trajectory.final_text, format, extract=extract), None
+        return parse_structured(strip_think(trajectory.final_text), format, extract=extract), None
     except ParseError as exc:
         return None, str(exc)
 

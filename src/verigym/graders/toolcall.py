@@ -11,7 +11,7 @@
   the environment's state and compare a canonical hash with the state the agent left behind.
 - ``required_outputs_grader``: every required output must appear in the agent's replies as a
   whole token (``"10"`` is not found in ``"100"`` nor in ``"10.5"``; ``"1000"`` is found in
-  ``"1,000"``), case-insensitively.
+  ``"1,000"``), case-insensitively; ``<think>`` reasoning the user never sees does not count.
 
 Task fields read when the grader is not given them: ``info["answers"]`` (a list of answers, or a
 list of alternative answer lists), ``info["functions"]`` (BFCL docs or OpenAI tool schemas),
@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from verigym.graders._toolcall_ast import Call, MatchResult, check_type, match_call, match_calls
+from verigym.graders.format import strip_think
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, ToolCall, Trajectory
 
@@ -252,7 +253,9 @@ def required_outputs_grader(
         if wanted is None:
             raise ValueError(f"task {task.id!r} has no info['outputs']")
         replies = "\n".join(
-            m.content for m in trajectory.messages[len(trajectory.prompt) :] if m.role == "assistant"
+            strip_think(m.content)
+            for m in trajectory.messages[len(trajectory.prompt) :]
+            if m.role == "assistant"
         )
         missing = [o for o in wanted if not contains_output(replies, str(o))]
         found = len(wanted) - len(missing)
