@@ -27,6 +27,7 @@ A ``Tool`` is immutable; ``dataclasses.replace(tool, name=...)`` makes a renamed
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import functools
 import inspect
@@ -115,7 +116,7 @@ def _to_text(value: Any) -> str:
     return pydantic_core.to_json(value, fallback=str).decode()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: ``parameters`` is a dict, so no value hash
 class Tool:
     """A callable the model can call, with its name, description and JSON-schema parameters.
 
@@ -209,21 +210,37 @@ class Tool:
             raise ToolArgumentError(_describe_errors(self.name, exc)) from None
         return {name: getattr(parsed, name) for name in type(parsed).model_fields}
 
-    async def call(self, arguments: dict[str, Any], state: dict[str, Any] | None = None) -> str:
+    async def call(
+        self, arguments: dict[str, Any], state: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> str:
         """Validate ``arguments``, run the tool and return its result as text.
 
         ``state`` is passed to the ``State``-annotated parameter, if the tool has one.
-        Raises ``ToolArgumentError`` for bad arguments; the tool's own exceptions propagate.
+        ``timeout`` (seconds) bounds the tool's own running time: a sync tool's clock starts when
+        a worker thread picks it up, so waiting for a busy thread pool is not counted against it
+        (its thread cannot be killed: on timeout it finishes in the background).
+        Raises ``ToolArgumentError`` for bad arguments, ``TimeoutError`` past ``timeout``; the
+        tool's own exceptions propagate.
         """
         kwargs = self.validate(arguments)
         if self.state_param is not None:
             kwargs[self.state_param] = state if state is not None else {}
         if _is_async(self.fn):
-            result = await self.fn(**kwargs)
+            result = await asyncio.wait_for(self.fn(**kwargs), timeout)
         else:
-            result = await asyncio.to_thread(self.fn, **kwargs)
+            loop = asyncio.get_running_loop()
+            started = asyncio.Event()
+            context = contextvars.copy_context()
+
+            def run() -> Any:
+                loop.call_soon_threadsafe(started.set)
+                return context.run(self.fn, **kwargs)
+
+            future = loop.run_in_executor(None, run)
+            await started.wait()
+            result = await asyncio.wait_for(future, timeout)
             if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
-                result = await result
+                result = await asyncio.wait_for(result, timeout)
         return _to_text(result)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -293,3 +293,17 @@ def test_check_env_on_a_tool_env() -> None:
     report = check_env(make_env(), n=1)
     assert report.ok, report.failures
     assert "unknown tool" in next(r.detail for r in report.results if r.name == "rollout")
+
+
+async def test_sync_tool_timeout_counts_only_its_own_run() -> None:
+    @tool
+    def nap(seconds: float) -> str:
+        """Sleep."""
+        time.sleep(seconds)
+        return "woke"
+
+    with pytest.raises(TimeoutError):
+        await nap.call({"seconds": 0.3}, timeout=0.05)
+    # More calls than worker threads: queued calls must not time out while they wait for a thread.
+    outputs = await asyncio.gather(*(nap.call({"seconds": 0.05}, timeout=0.25) for _ in range(40)))
+    assert outputs == ["woke"] * 40

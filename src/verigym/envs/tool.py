@@ -11,8 +11,9 @@ Per-episode state: ``setup_state(task)`` builds the episode's dict (e.g. a copy 
 from ``task.info``); a tool parameter annotated ``verigym.tools.State`` receives it. That is
 the only injection mechanism. Keep the state JSON-serialisable: it is stored in the trajectory.
 
-A sync tool runs in a worker thread; when it times out its thread cannot be killed and runs to
-its end in the background, so long-running sync tools should bound themselves.
+A sync tool runs in a worker thread and its timeout counts from when a thread picks it up (a
+busy pool is not the model's fault); a timed-out thread cannot be killed and runs to its end
+in the background, so long-running sync tools should bound themselves.
 """
 
 from __future__ import annotations
@@ -108,11 +109,7 @@ class ToolEnv(MultiTurnEnv, ABC):
         except ValueError as exc:
             return f"Error: {exc}"
         try:
-            call_coro = found.call(arguments, state)
-            if self.tool_timeout_s is None:
-                output = await call_coro
-            else:
-                output = await asyncio.wait_for(call_coro, self.tool_timeout_s)
+            output = await found.call(arguments, state, timeout=self.tool_timeout_s)
         except ToolArgumentError as exc:
             return f"Error: {exc}"
         except TimeoutError:
