@@ -11,6 +11,7 @@ from verigym.graders.length import (
     completion_lengths,
     max_length_grader,
     overlong_grader,
+    soft_overlong_penalties,
     soft_overlong_penalty,
     token_cost_grader,
     token_cost_penalty,
@@ -54,6 +55,13 @@ def test_soft_overlong_bad_settings() -> None:
         soft_overlong_penalty(-1, max_len=100, cache_len=20)
     assert soft_overlong_penalty(101, max_len=100, cache_len=0) == -1.0
     assert soft_overlong_penalty(100, max_len=100, cache_len=0) == 0.0
+
+
+def test_batch_form_matches_scalar() -> None:
+    lengths = list(range(0, 140))
+    assert soft_overlong_penalties(lengths, 100, 30) == [soft_overlong_penalty(n, 100, 30) for n in lengths]
+    with pytest.raises(ValueError):
+        soft_overlong_penalties([-3], 100, 30)
 
 
 def test_token_cost() -> None:

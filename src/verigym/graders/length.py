@@ -42,6 +42,7 @@ __all__ = [
     "completion_lengths",
     "max_length_grader",
     "overlong_grader",
+    "soft_overlong_penalties",
     "soft_overlong_penalty",
     "token_cost_grader",
     "token_cost_penalty",
@@ -62,6 +63,23 @@ def soft_overlong_penalty(length: int, max_len: int, cache_len: int) -> float:
     if length <= max_len:
         return (start - length) / cache_len
     return -1.0
+
+
+def soft_overlong_penalties(lengths: Sequence[int], max_len: int, cache_len: int) -> list[float]:
+    """``soft_overlong_penalty`` for a batch of lengths (settings validated once)."""
+    soft_overlong_penalty(0, max_len, cache_len)
+    start = max_len - cache_len
+    out = []
+    for n in lengths:
+        if n <= start:
+            if n < 0:
+                raise ValueError(f"length must be >= 0, got {n}")
+            out.append(0.0)
+        elif n <= max_len:
+            out.append((start - n) / cache_len)
+        else:
+            out.append(-1.0)
+    return out
 
 
 def token_cost_penalty(tokens: int, cost_per_token: float) -> float:
