@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verigym.graders._code_cgroup import Cgroup
 from verigym.graders._code_codec import CodecError, read_frame, write_frame
 from verigym.graders.sandbox import (
     Limits,
@@ -75,6 +76,7 @@ class WorkerSession:
         self.limits, self.sandbox = limits, sandbox
         self.python = python or python_executable()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.group: Cgroup | None = None
         self.load_error: str | None = None
         self.events: list[str] = []
         self.starts = 0
@@ -103,6 +105,9 @@ class WorkerSession:
         self.close()
         self.sandbox.check()
         argv, fds = self._argv()
+        self.group = self.sandbox.cgroup(self.limits)
+        if self.group is not None:
+            argv = self.group.wrap(argv)
         self.starts += 1
         try:
             self.proc = subprocess.Popen(
@@ -116,6 +121,7 @@ class WorkerSession:
                 start_new_session=True,
             )
         except OSError as exc:
+            self.close()
             raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
         finally:
             for fd in fds:
@@ -146,6 +152,9 @@ class WorkerSession:
         if self.proc is not None:
             kill_group(self.proc)
             self.proc = None
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
 
     def __enter__(self) -> WorkerSession:
         return self

@@ -105,7 +105,10 @@ def _call(fn: Any, msg: dict[str, Any], cpu: int, limit: int, proto: tuple[int, 
             except BaseException as exc:
                 reply = {"ok": False, "error": _describe(exc)}
             reply["events"] = list(EVENTS)
-            write_frame(w, reply)
+            try:
+                write_frame(w, reply)
+            except (ValueError, TypeError, RecursionError) as exc:
+                write_frame(w, {"ok": False, "error": f"unsupported result: {_describe(exc)}"})
         finally:
             os._exit(0)
     os.close(w)

@@ -30,6 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from verigym.graders._code_cgroup import Cgroup, create_cgroup
+
 __all__ = [
     "Limits",
     "Sandbox",
@@ -103,7 +105,13 @@ class Sandbox:
     ``ro_binds``: extra host paths made visible read-only (a path, or ``(host, inside)``).
     ``writable_dirs``: host directories bound read-write (use sparingly: writes there are real).
     ``network``: keep the host network (off by default).
+    ``use_cgroup``: also cap the memory and process count of the whole sandbox with a cgroup when
+    the host allows creating one (see ``_code_cgroup``); rlimits apply either way.
     """
+
+    def cgroup(self, limits: Limits) -> Cgroup | None:
+        """A fresh cgroup for one sandbox with these limits, or None (not allowed here / disabled)."""
+        return create_cgroup(limits.memory_mb, limits.max_procs + 4) if self.use_cgroup else None
 
     def __init__(
         self,
@@ -113,8 +121,10 @@ class Sandbox:
         writable_dirs: Sequence[str | tuple[str, str]] = (),
         network: bool = False,
         bwrap: str | None = None,
+        use_cgroup: bool = True,
     ) -> None:
         self.unsafe = unsafe_no_sandbox
+        self.use_cgroup = use_cgroup
         self.ro_binds = [(b, b) if isinstance(b, str) else b for b in ro_binds]
         self.writable_dirs = [(b, b) if isinstance(b, str) else b for b in writable_dirs]
         self.network = network
@@ -251,6 +261,9 @@ class Sandbox:
             run_cwd = "/"
         stdin_fd = _memfd(b"" if stdin is None else stdin.encode() if isinstance(stdin, str) else stdin)
         base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
+        group = self.cgroup(limits)
+        if group is not None:
+            argv = group.wrap(argv)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -264,17 +277,25 @@ class Sandbox:
                 start_new_session=True,
             )
         except OSError as exc:
+            if group is not None:
+                group.remove()
             raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
         finally:
             os.close(stdin_fd)
             for fd in fds:
                 os.close(fd)
         try:
-            return _collect(proc, limits, start)
+            result = _collect(proc, limits, start)
         finally:
             kill_group(proc)
             if tmpdir is not None:
                 tmpdir.cleanup()
+            if group is not None:
+                oom = group.oom_killed()
+                group.remove()
+        if group is not None and oom and not result.timed_out:
+            result.killed_reason = "out of memory (sandbox memory limit)"
+        return result
 
 
 def run_sandboxed(
