@@ -17,7 +17,14 @@ from verigym.envs import registry
 from verigym.envs.arithmetic import ArithmeticEnv
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.check import check_env
-from verigym.envs.registry import EnvArgError, UnknownEnvError, list_envs, load_env, register_env
+from verigym.envs.registry import (
+    EnvArgError,
+    UnknownEnvError,
+    env_arguments,
+    list_envs,
+    load_env,
+    register_env,
+)
 from verigym.rubric import Grader, Rubric
 from verigym.types import Message, Task, Trajectory
 
@@ -120,6 +127,8 @@ def test_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     assert listed["third"] == ArithmeticEnv.description
     assert listed["broken"].startswith("(cannot load no_such_pkg:Env")
     assert load_env("third", level=5).level == 5
+    assert env_arguments("third").startswith("level=1, digits=None, terms=None")
+    assert CliRunner().invoke(app, ["envs"]).exit_code == 0  # a broken package is listed, not fatal
 
 
 def test_check_env_passes_arithmetic_and_catches_problems() -> None:
@@ -154,7 +163,7 @@ def test_check_env_catches_unserialisable_state_and_broken_oracle() -> None:
 def test_cli_envs_and_check_env(tmp_path: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(app, ["envs"])
-    assert listed.exit_code == 0 and "arithmetic" in listed.output
+    assert listed.exit_code == 0 and "arithmetic" in listed.output and "level=1" in listed.output
     ok = runner.invoke(app, ["check-env", "arithmetic", "--env-arg", "level=2", "--seed", "3", "-n", "4"])
     assert ok.exit_code == 0 and "all checks passed" in ok.output
     for args, message in (

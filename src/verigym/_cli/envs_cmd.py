@@ -12,13 +12,18 @@ __all__ = ["register"]
 
 def envs() -> None:
     """List the available environments (built-in and installed) with a one-line description."""
-    from verigym.envs.registry import list_envs
+    from verigym.envs.registry import env_arguments, list_envs
 
     table = Table(title="verigym environments", title_justify="left")
     table.add_column("name", style="bold cyan", no_wrap=True)
     table.add_column("description")
+    table.add_column("arguments (--env-arg)", style="dim")
     for name, description in list_envs().items():
-        table.add_row(name, description)
+        try:
+            arguments = env_arguments(name)
+        except Exception as exc:  # a third-party package that fails to import is listed, not fatal
+            arguments = f"(cannot load: {type(exc).__name__})"
+        table.add_row(name, description, arguments)
     console.print(table)
     console.print("Load one with [bold]verigym.load_env(NAME, **kwargs)[/] or [bold]--env-arg key=value[/].")
 

@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
 
-__all__ = ["EnvArgError", "EnvError", "UnknownEnvError", "list_envs", "load_env", "register_env"]
+__all__ = [
+    "EnvArgError",
+    "EnvError",
+    "UnknownEnvError",
+    "env_arguments",
+    "list_envs",
+    "load_env",
+    "register_env",
+]
 
 ENTRY_POINT_GROUP = "verigym.envs"
 
@@ -170,6 +178,25 @@ def _check_kwargs(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]
         required = p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         if required and pname not in kwargs:
             raise EnvArgError(f"environment {name!r} needs argument {pname!r} (its arguments: {listing})")
+
+
+def env_arguments(name: str) -> str:
+    """The keyword arguments ``name`` accepts, as ``level=1, verbose=False`` ('' when unknown).
+
+    Imports the environment's module (not done by ``list_envs`` for built-ins).
+    """
+    target = _resolve(name)
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return ""
+    parts = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            parts.append(f"**{p.name}" if p.kind is p.VAR_KEYWORD else f"*{p.name}")
+        else:
+            parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return ", ".join(parts)
 
 
 def load_env(name: str, **kwargs: Any) -> Environment:
