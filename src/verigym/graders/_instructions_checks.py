@@ -215,7 +215,7 @@ def no_comma(response: str) -> bool:
 
 def quotation(response: str) -> bool:
     text = response.strip()
-    return len(text) > 1 and text[0] == '"' and text[-1] == '"'
+    return len(text) > 1 and (text[0], text[-1]) in {('"', '"'), ("“", "”")}
 
 
 CHECKERS: dict[str, Checker] = {

@@ -14,13 +14,14 @@ Leaderboard"):
 - types are checked to any depth (array items, object properties, tuple positions), not one level;
 - a ``tuple`` parameter is not satisfied by any list: its length and per-position types are checked;
 - ``bool`` is not an ``integer`` (Python's ``True == 1``), while an integer is accepted for a float;
-- string normalisation is casefold + whitespace only, so ``"-5"`` is not ``"5"`` and ``"a.b"`` is
+- string normalisation is casefold + whitespace only (``"Paris,FR"`` equals ``"paris, fr"``), so ``"-5"`` is not ``"5"`` and ``"a.b"`` is
   not ``"ab"`` (BFCL deletes punctuation before comparing).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ __all__ = [
     "values_equal",
 ]
 
-_MISSING = object()
+_LIST_PUNCT = re.compile(r"\s*([,;])\s*")
 _INT_TYPES = {"integer", "int"}
 _FLOAT_TYPES = {"float", "number", "double"}
 _STR_TYPES = {"string", "str"}
@@ -60,8 +61,9 @@ class MatchResult:
 
 
 def normalise_string(value: str) -> str:
-    """Unicode NFKC, casefold, trimmed, internal whitespace collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", value).casefold().split())
+    """Unicode NFKC, casefold, trimmed, whitespace collapsed (none before ``,`` ``;``, one after)."""
+    text = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
+    return _LIST_PUNCT.sub(r"\1 ", text).strip()
 
 
 def check_type(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
