@@ -176,3 +176,9 @@ async def test_graders_plug_into_a_rubric_with_gates() -> None:
 async def test_outputs_only_in_reasoning_do_not_count() -> None:
     g = required_outputs_grader(["42"])
     assert (await g.grade(_task(), _traj(("<think>the answer is 42</think>I don't know.", [])))).score == 0.0
+
+
+async def test_malformed_answers_are_a_grader_error_not_a_zero() -> None:
+    for bad in ([{"a": {"x": 1}}], [{"a": {}, "b": {}}], {"a": {}}):
+        grade = await toolcall_grader(bad).grade(_task(), _traj(("", [_tc("a", "{}")])))
+        assert not grade.ok, bad

@@ -93,9 +93,22 @@ def _function_docs(functions: Sequence[Mapping[str, Any]] | None) -> list[Mappin
 def _alternatives(answers: Any) -> list[Answers]:
     if not isinstance(answers, list | tuple):
         raise ValueError(f"answers must be a list, got {type(answers).__name__}")
-    if answers and all(isinstance(a, list | tuple) for a in answers):
-        return [list(a) for a in answers]
-    return [list(answers)]
+    alts = (
+        [list(a) for a in answers]
+        if answers and all(isinstance(a, list | tuple) for a in answers)
+        else [list(answers)]
+    )
+    for alt in alts:
+        for ans in alt:
+            ok = isinstance(ans, Mapping) and len(ans) == 1 and isinstance(next(iter(ans.values())), Mapping)
+            if not ok:
+                raise ValueError(
+                    f"each answer must be {{function_name: {{param: [allowed, ...]}}}}, got {ans!r}"
+                )
+            for param, options in next(iter(ans.values())).items():
+                if not isinstance(options, list | tuple):
+                    raise ValueError(f"allowed values of {param!r} must be a list, got {options!r}")
+    return alts
 
 
 def match_any(
