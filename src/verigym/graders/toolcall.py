@@ -90,10 +90,10 @@ def _function_docs(functions: Sequence[Mapping[str, Any]] | None) -> list[Mappin
     return [f["function"] if "function" in f and isinstance(f["function"], Mapping) else f for f in functions]
 
 
-def _alternatives(answers: Any) -> list[Answers]:
+def _alternatives(answers: Any) -> list[list[Any]]:
     if not isinstance(answers, list | tuple):
         raise ValueError(f"answers must be a list, got {type(answers).__name__}")
-    alts = (
+    alts: list[list[Any]] = (
         [list(a) for a in answers]
         if answers and all(isinstance(a, list | tuple) for a in answers)
         else [list(answers)]
