@@ -11,6 +11,7 @@ import pytest
 
 from verigym.graders.judge import (
     JudgeCache,
+    evaluate_judge,
     judge_agreement,
     judge_grader,
     parse_rubric,
@@ -141,3 +142,16 @@ def test_judge_agreement() -> None:
     assert none.precision == 0.0 and none.accuracy == 1.0
     with pytest.raises(ValueError):
         judge_agreement([True], [])
+
+
+async def test_evaluate_judge_against_human_labels() -> None:
+    items = [
+        ("q", "hello there", 'Says "hello"', True),
+        ("q", "hi there", 'Says "hello"', True),  # the judge misses this one
+        ("q", "bye", 'Says "hello"', False),
+        ("q", "hello", {"criterion": 'Says "hello"', "points": 2}, False),  # a false positive
+    ]
+    agreement = await evaluate_judge(ScriptedPolicy(quoted_phrase_verdict), items)
+    assert (agreement.tp, agreement.fp, agreement.fn, agreement.tn, agreement.errors) == (1, 1, 1, 1, 0)
+    garbage = await evaluate_judge(ScriptedPolicy(lambda m: "??"), items[:2])
+    assert garbage.errors == 2 and garbage.n == 0

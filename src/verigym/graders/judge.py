@@ -10,8 +10,9 @@ with the reason, so the sample carries no reward.
 
 Scores: Σ met points / Σ positive points, clipped to [0, 1]; parents are weighted means of their
 children (see ``_judge_rubric``). The judge sees replies without ``<think>`` reasoning. Verdicts are cached by (prompt, completion, criterion) in a
-``JudgeCache`` (in memory, optionally persisted as JSONL). ``judge_agreement`` measures a judge
-against human labels (precision, recall, F1 with "met" as the positive class).
+``JudgeCache`` (in memory, optionally persisted as JSONL). ``evaluate_judge`` runs a judge on
+human-labeled items and ``judge_agreement`` measures it (precision, recall, F1 with "met" as the
+positive class; undecided items counted as errors).
 
 Suite line format (``tests/suites/judge.jsonl``; judged by a deterministic scripted judge that
 marks a criterion met when every double-quoted phrase in it occurs in the response)::
@@ -23,6 +24,7 @@ marks a criterion met when every double-quoted phrase in it occurs in the respon
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verigym.graders._judge_eval import JudgeAgreement, judge_agreement
 from verigym.graders._judge_rubric import Criterion, RubricNode, parse_rubric, score_node
 from verigym.graders.format import strip_think
 from verigym.policies.base import Policy, PolicyError
@@ -48,6 +51,7 @@ __all__ = [
     "RubricNode",
     "Verdict",
     "bench_verdict",
+    "evaluate_judge",
     "judge_agreement",
     "judge_criteria",
     "judge_grader",
@@ -292,33 +296,36 @@ def judge_grader(
     return Grader(grade, weight=weight, name=name, timeout=None)
 
 
-@dataclass(frozen=True)
-class JudgeAgreement:
-    n: int
-    tp: int
-    fp: int
-    fn: int
-    tn: int
-    precision: float
-    recall: float
-    f1: float
-    accuracy: float
+async def evaluate_judge(
+    policy: Policy,
+    items: Sequence[tuple[str, str, Any, bool]],
+    *,
+    cache: JudgeCache | None = None,
+    sampling: Sampling | None = None,
+    retries: int = 1,
+    timeout: float | None = 120.0,
+    concurrency: int = 8,
+) -> JudgeAgreement:
+    """Run the judge on human-labeled ``(conversation, response, criterion, human_met)`` items and
+    measure agreement; items the judge could not decide are counted in ``errors``, not scored."""
+    gate = asyncio.Semaphore(max(1, concurrency))
 
+    async def one(conversation: str, response: str, criterion: Any) -> bool | None:
+        c = parse_rubric([criterion]).criteria[0]
+        async with gate:
+            try:
+                verdicts = await judge_criteria(
+                    policy, conversation, response, [c],
+                    cache=cache, sampling=sampling, retries=retries, timeout=timeout,
+                )  # fmt: skip
+            except JudgeError:
+                return None
+        return verdicts[0].met
 
-def judge_agreement(predicted: Sequence[bool], human: Sequence[bool]) -> JudgeAgreement:
-    """A judge's "met" calls against human labels; undefined ratios are reported as 0."""
-    if len(predicted) != len(human):
-        raise ValueError(f"{len(predicted)} predictions for {len(human)} human labels")
-    pairs = list(zip(predicted, human, strict=True))
-    tp = sum(p and h for p, h in pairs)
-    fp = sum(p and not h for p, h in pairs)
-    fn = sum(h and not p for p, h in pairs)
-    tn = len(pairs) - tp - fp - fn
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    accuracy = (tp + tn) / len(pairs) if pairs else 0.0
-    return JudgeAgreement(len(pairs), tp, fp, fn, tn, precision, recall, f1, accuracy)
+    got = await asyncio.gather(*(one(conv, resp, crit) for conv, resp, crit, _ in items))
+    pairs = [(g, bool(item[3])) for g, item in zip(got, items, strict=True) if g is not None]
+    agreement = judge_agreement([p for p, _ in pairs], [h for _, h in pairs])
+    return dataclasses.replace(agreement, errors=len(items) - len(pairs))
 
 
 def _section(text: str, tag: str) -> str:
