@@ -69,6 +69,42 @@ _BUILTINS: dict[str, _Entry] = {
         "verigym.envs.arithmetic:ArithmeticEnv",
         "Integer arithmetic (levels 1-5: digits, terms, + - *); exact integer answers.",
     ),
+    "math": _Entry(
+        "verigym.envs.math_problems:MathEnv",
+        "Templated word problems (rates, ratios, geometry, counting) or GSM8K/MATH files; math grader.",
+    ),
+    "code": _Entry(
+        "verigym.envs.code:CodeEnv",
+        "Write a Python function; hidden tests run in the bubblewrap sandbox.",
+    ),
+    "tools": _Entry(
+        "verigym.envs.shop:ShopEnv",
+        "Shop customer service over typed tools; graded by final database state and required facts.",
+    ),
+    "wordle": _Entry(
+        "verigym.envs.wordle:WordleEnv",
+        "Multi-turn Wordle with per-guess feedback; reward for solving and for fewer turns.",
+    ),
+    "instructions": _Entry(
+        "verigym.envs.instructions:InstructionsEnv",
+        "Writing prompts with 1-4 IFEval-style constraints; strict or loose instruction checkers.",
+    ),
+    "json_extract": _Entry(
+        "verigym.envs.json_extract:JsonExtractEnv",
+        "Extract fields from text into JSON matching a schema; schema validity plus field correctness.",
+    ),
+    "search": _Entry(
+        "verigym.envs.search:SearchEnv",
+        "Multi-hop questions over a generated knowledge base behind search/open tools.",
+    ),
+    "repo_fix": _Entry(
+        "verigym.envs.repo_fix:RepoFixEnv",
+        "Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading.",
+    ),
+    "rubric_writing": _Entry(
+        "verigym.envs.rubric_writing:RubricWritingEnv",
+        "Open-ended writing graded by a rubric judge (any Policy as the judge).",
+    ),
 }
 _REGISTERED: dict[str, _Entry] = {}
 
