@@ -50,6 +50,9 @@ def test_parse_each_format() -> None:
     assert parse_structured("a = 1\n[b]\nc = true\n", "toml") == {"a": 1, "b": {"c": True}}
     assert parse_structured("x,y\n1,2.5\nfoo,\n", "csv") == [{"x": 1, "y": 2.5}, {"x": "foo", "y": ""}]
     assert parse_structured("x\n007\n", "csv", coerce=False) == [{"x": "007"}]
+    assert parse_structured('<r a="1"><x>2</x><x>y</x></r>', "xml") == {"r": {"@a": 1, "x": [2, "y"]}}
+    with pytest.raises(ParseError, match="DTD"):
+        parse_structured('<!DOCTYPE r [<!ENTITY e "x">]><r>&e;</r>', "xml")
     with pytest.raises(ParseError, match="different JSON documents"):
         parse_structured('{"a": 1} or {"a": 2}')
     with pytest.raises(ParseError):

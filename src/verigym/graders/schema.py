@@ -1,9 +1,10 @@
 """Structured-output graders: parse JSON/YAML/TOML/CSV, validate with JSON Schema, check fields.
 
-- ``parse_structured(text, format)``: JSON (bare, inside a ```json fence, or — with
+- ``parse_structured(text, format)`` (in ``_schema_parse``): JSON (bare, inside a ```json fence, or — with
   ``extract=True`` — the one JSON document inside prose; two different documents are a hedge and
   fail), YAML (safe loader; only ``true``/``false`` are booleans, so ``no``/``on`` stay strings),
-  TOML (``tomllib``), CSV (header row, a list of row objects; numbers coerced unless ``coerce=False``).
+  TOML (``tomllib``), CSV (header row, a list of row objects; numbers coerced unless ``coerce=False``),
+  XML (``{root: {child: value, "@attr": value}}``, repeated tags as lists, no DTDs).
 - ``schema_grader``: 1 for a document valid under the schema (``jsonschema``, draft taken from
   ``$schema``, 2020-12 by default); otherwise, with ``partial=True``, the fraction of required
   paths (``required`` keys, recursively through ``properties`` and array ``items``) that are
@@ -18,7 +19,7 @@ The graders parse the final reply with its ``<think>...</think>`` reasoning remo
 
 Suite line format (``tests/suites/schema.jsonl``)::
 
-    {"id": str, "label": bool, "text": str, "format"?: "json" | "yaml" | "toml" | "csv",
+    {"id": str, "label": bool, "text": str, "format"?: "json" | "yaml" | "toml" | "csv" | "xml",
      "schema"?: {...}, "expected"?: ..., "extract"?: bool}
 
 A line is accepted when the text parses, is valid under ``schema`` and has every ``expected`` field.
@@ -26,19 +27,15 @@ A line is accepted when the text parses, is valid under ``schema`` and has every
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
-import re
-import tomllib
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
-import yaml
 
+from verigym.graders._schema_parse import Format, ParseError, parse_structured
 from verigym.graders.format import strip_think
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -54,111 +51,6 @@ __all__ = [
     "schema_grader",
     "schema_score",
 ]
-
-Format = Literal["json", "yaml", "toml", "csv"]
-Path = tuple[str | int, ...]
-
-
-class ParseError(ValueError):
-    """The text is not a document of the expected format."""
-
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
-
-
-def _unfence(text: str, names: Sequence[str]) -> str:
-    stripped = text.strip()
-    whole = _FENCE.fullmatch(stripped)
-    if whole and whole.group(1).lower() in {"", *names}:
-        return whole.group(2)
-    blocks = [m.group(2) for m in _FENCE.finditer(stripped) if m.group(1).lower() in {"", *names}]
-    return blocks[0] if len(blocks) == 1 else stripped
-
-
-def _json_documents(text: str) -> list[Any]:
-    decoder = json.JSONDecoder()
-    docs, i = [], 0
-    while i < len(text):
-        if text[i] in "{[":
-            try:
-                value, end = decoder.raw_decode(text, i)
-            except ValueError:
-                i += 1
-                continue
-            docs.append(value)
-            i = end
-        else:
-            i += 1
-    return docs
-
-
-def _parse_json(text: str, extract: bool) -> Any:
-    body = _unfence(text, ["json", "jsonc"]) if extract else text
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        if not extract:
-            raise ParseError(f"not JSON: {exc}") from None
-    docs = _json_documents(body)
-    distinct = {json.dumps(d, sort_keys=True) for d in docs}
-    if not docs:
-        raise ParseError("no JSON document found")
-    if len(distinct) > 1:
-        raise ParseError(f"{len(distinct)} different JSON documents found (ambiguous)")
-    return docs[0]
-
-
-class _StrictBoolLoader(yaml.SafeLoader):
-    """SafeLoader where only true/false are booleans (YAML 1.1 turns ``no``/``on`` into bools)."""
-
-
-_StrictBoolLoader.yaml_implicit_resolvers = {
-    key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_StrictBoolLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def _coerce_cell(cell: str) -> Any:
-    s = cell.strip()
-    if re.fullmatch(r"[+-]?\d+", s):
-        return int(s)
-    if re.fullmatch(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?", s):
-        return float(s)
-    return cell
-
-
-def _parse_csv(text: str, coerce: bool) -> list[dict[str, Any]]:
-    reader = csv.DictReader(io.StringIO(text.strip()))
-    if not reader.fieldnames:
-        raise ParseError("CSV has no header row")
-    rows: list[dict[str, Any]] = []
-    for n, row in enumerate(reader, start=2):
-        if None in row:
-            raise ParseError(f"CSV line {n} has more fields than the header")
-        if any(v is None for v in row.values()):
-            raise ParseError(f"CSV line {n} has fewer fields than the header")
-        rows.append({k: _coerce_cell(v) if coerce else v for k, v in row.items()})
-    return rows
-
-
-def parse_structured(text: str, format: Format = "json", *, extract: bool = True, coerce: bool = True) -> Any:
-    """The document in ``text``; ``ParseError`` with the reason when there is none."""
-    if format == "json":
-        return _parse_json(text, extract)
-    body = _unfence(text, [format, "yml"] if format == "yaml" else [format]) if extract else text
-    try:
-        if format == "yaml":
-            return yaml.load(body, Loader=_StrictBoolLoader)
-        if format == "toml":
-            return tomllib.loads(body)
-        if format == "csv":
-            return _parse_csv(body, coerce)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, csv.Error) as exc:
-        raise ParseError(f"not {format.upper()}: {exc}") from None
-    raise ValueError(f"unknown format {format!r}; expected json, yaml, toml or csv")
 
 
 def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
