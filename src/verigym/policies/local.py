@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import threading
 import weakref
@@ -98,14 +99,22 @@ class LocalPolicy:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if isinstance(dtype, str) and dtype != "auto":
             dtype = getattr(torch, dtype)
+        adapter = Path(str(path)) / "adapter_config.json"
+        base = str(path)
+        if adapter.is_file():  # a LoRA adapter directory: load its base model, then the adapter
+            base = str(json.loads(adapter.read_text()).get("base_model_name_or_path") or "")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path))
-            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(str(path) if _has_tokenizer(path) else base)
+            model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
         except (OSError, ValueError) as exc:
             raise PolicyError("model_not_found", f"cannot load a model from {str(path)!r}: {exc}") from None
         model.eval()
         kwargs.setdefault("name", Path(str(path)).name or str(path))
-        return cls(model, tokenizer, device=device, **kwargs)
+        policy = cls(model, tokenizer, device=device, **kwargs)
+        if adapter.is_file():
+            policy.load_adapter(path, "default")
+            policy.set_adapter("default")
+        return policy
 
     @property
     def name(self) -> str:
@@ -377,3 +386,7 @@ class LocalPolicy:
         if pad is None:
             pad = self.eos_ids[0] if self.eos_ids else 0
         return int(pad)
+
+
+def _has_tokenizer(path: str | Path) -> bool:
+    return any((Path(str(path)) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
