@@ -154,7 +154,10 @@ def judge_messages(conversation: str, response: str, criterion: Criterion) -> li
 
 
 class JudgeCache:
-    """Verdicts by (prompt, completion, criterion); ``path`` persists them as JSONL."""
+    """Verdicts by (prompt, completion, criterion); ``path`` persists them as JSONL.
+
+    The key does not name the judge: use one cache (file) per judge model and prompt version.
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self._data: dict[str, Verdict] = {}
