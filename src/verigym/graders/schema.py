@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -102,16 +103,32 @@ def _matches(error_path: Sequence[str | int], path: Sequence[str]) -> bool:
 
 
 def _check_schema(schema: Mapping[str, Any]) -> Any:
-    """The validator class for ``schema``; ``jsonschema.SchemaError`` when the schema is invalid."""
-    cls = jsonschema.validators.validator_for(dict(schema), default=jsonschema.Draft202012Validator)
-    cls.check_schema(dict(schema))
-    return cls
+    """A validator for ``schema``; ``jsonschema.SchemaError`` when the schema is invalid.
+
+    Checking a schema against its metaschema costs more than validating a document, so validators
+    are kept by the schema's canonical JSON (bounded; schemas are few in practice).
+    """
+    key = json.dumps(schema, sort_keys=True, default=str)
+    with _LOCK:
+        validator = _VALIDATORS.get(key)
+    if validator is None:
+        cls = jsonschema.validators.validator_for(dict(schema), default=jsonschema.Draft202012Validator)
+        cls.check_schema(dict(schema))
+        validator = cls(dict(schema))
+        with _LOCK:
+            if len(_VALIDATORS) >= 512:
+                _VALIDATORS.pop(next(iter(_VALIDATORS)))
+            _VALIDATORS[key] = validator
+    return validator
+
+
+_VALIDATORS: dict[str, Any] = {}
+_LOCK = threading.Lock()
 
 
 def schema_score(instance: Any, schema: Mapping[str, Any], *, partial: bool = True) -> tuple[float, str]:
     """``(score, detail)`` of ``instance`` under ``schema``; ``SchemaError`` for a bad schema."""
-    cls = _check_schema(schema)
-    errors = list(cls(dict(schema)).iter_errors(instance))
+    errors = list(_check_schema(schema).iter_errors(instance))
     if not errors:
         return 1.0, "valid"
     first = min(errors, key=lambda e: len(e.absolute_path))
