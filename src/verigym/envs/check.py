@@ -5,7 +5,9 @@ Checks, each reported pass / fail / skip with a one-line reason:
 1. ``tasks``: ``tasks(n, seed=)`` returns ``Task`` objects with unique ids, identical on a
    second call with the same seed; the ``train`` split shares no prompt with ``test``.
 2. ``hidden-info``: no value of ``Task.info`` appears in what the policy is shown (prompt,
-   system prompt, tool schemas).
+   system prompt, tool schemas), except under the info keys the environment lists in its
+   ``public_info_keys`` attribute: parameters the prompt states on purpose (a keyword to use,
+   the name of the function to write), which graders still need to read from ``info``.
 3. ``rollout``: a scripted policy completes an episode of every task without an error; in a
    tool environment it first calls an unknown tool with bad JSON, which must not crash it.
 4. ``graders``: the rubric has graders and each returns a valid, non-errored ``Grade``.
@@ -160,10 +162,11 @@ def _check_leaks(
     env: Environment, report: CheckReport, tasks: Sequence[Task], shown: list[list[Message]], min_len: int
 ) -> None:
     schemas = json.dumps(env.tool_schemas() or [])
+    public = set(getattr(env, "public_info_keys", ()))
     for i, task in enumerate(tasks):
         seen = shown[i] if i < len(shown) else env.with_system_prompt(task.prompt)
         text = "\n".join(m.content for m in seen) + schemas
-        for value in _leaves(task.info):
+        for value in _leaves({k: v for k, v in task.info.items() if k not in public}):
             if len(value) >= min_len and value in text:
                 report.add(
                     "hidden-info", "fail", f"task {task.id}: info value {value[:60]!r} appears in the prompt"
