@@ -1,0 +1,131 @@
+"""One math check, in-process: extract, parse, compare, apply the strictness mode.
+
+Runs inside the grader's worker process (see ``_math_worker``), which enforces the timeout.
+Returns a plain tuple so it crosses the process boundary cheaply.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from math import gcd
+
+import sympy
+
+from verigym.graders._math_compare import equal
+from verigym.graders._math_extract import _NUMBER, extract
+from verigym.graders._math_norm import clean, repair, split_decor
+from verigym.graders._math_parse import Group, ParseError, Scalar, Text, Value, parse
+
+__all__ = ["MODES", "check", "parse_mode"]
+
+MODES = ("equivalent", "simplest_form", "exact_decimal", "with_units")
+
+
+def parse_mode(mode: str) -> tuple[str, int | None]:
+    """``"exact_decimal:2"`` / ``"exact_decimal(2)"`` -> ("exact_decimal", 2); validates the name."""
+    m = re.fullmatch(r"\s*([a-z_]+)\s*(?:[:(]\s*(\d+)\s*\)?)?\s*", mode or "equivalent")
+    if not m or m.group(1) not in MODES:
+        raise ValueError(f"unknown math mode {mode!r}; expected one of {', '.join(MODES)} (exact_decimal:N)")
+    places = int(m.group(2)) if m.group(2) else None
+    if m.group(1) == "exact_decimal" and places is None:
+        raise ValueError("mode exact_decimal needs a number of places, e.g. 'exact_decimal:2'")
+    return m.group(1), places
+
+
+def check(
+    gold: str, pred: str, mode: str = "equivalent", question: str | None = None
+) -> tuple[bool, str, str | None]:
+    """(accepted, reason, extracted answer)."""
+    kind, places = parse_mode(mode)
+    gx = extract(repair(gold, escapes=True), gold=True)
+    if gx.answer is None:
+        raise ValueError("the reference answer is empty")
+    px = extract(repair(pred, escapes=False), question=question)
+    if px.answer is None:
+        return False, f"no final answer found ({px.how})", None
+    answer = px.answer
+    try:
+        greads = parse(gx.answer)
+    except (ParseError, TypeError, ValueError, AttributeError) as exc:
+        same = _squash(gx.answer) == _squash(answer)
+        return same, ("same text as the reference" if same else f"reference not parseable: {exc}"), answer
+    try:
+        preads = parse(answer)
+    except (ParseError, TypeError, ValueError, AttributeError) as exc:
+        preads, why = [], f"answer not parseable: {exc}"
+    numbers = _NUMBER.findall(answer) if px.how == "bare" else []
+    if (not preads or all(isinstance(p, Text) for p in preads)) and len(numbers) == 1:
+        answer = numbers[0]  # a lone number in text that is not an answer ("Soucis : 2,74 $ a..")
+        preads = parse(answer)
+    if not preads:
+        return False, why, answer
+    if px.multi and not any(isinstance(g, Group) for g in greads):
+        return False, f"hedged: {len(px.boxed)} different boxed answers", answer
+    if not any(equal(g, p) for g in greads for p in preads):
+        return False, "not equivalent to the reference", answer
+    if kind == "simplest_form" and not _simplest(answer):
+        return False, "equivalent but not in simplest form", answer
+    if kind == "exact_decimal" and places is not None:
+        ok, why = _exact_decimal(greads[-1], answer, places)
+        if not ok:
+            return False, why, answer
+    if kind == "with_units":
+        ok, why = _units_match(gx.answer, answer)
+        if not ok:
+            return False, why, answer
+    return True, "equivalent", answer
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"[\s{}$]|\\text|\\mathrm", "", clean(s)).lower()
+
+
+def _simplest(answer: str) -> bool:
+    """Syntactic simplest form: reduced fractions, no 1 denominators, square-free radicands,
+    no arithmetic left undone between plain numbers."""
+    s = clean(answer)
+    s, _ = split_decor(s)
+    for a, b in re.findall(r"\\frac\{(\d+)\}\{(\d+)\}", s) + re.findall(
+        r"(?<![\w.}])(\d+)\s*/\s*(\d+)(?![\w.])", s
+    ):
+        if gcd(int(a), int(b)) != 1 or int(b) == 1:
+            return False
+    for r in re.findall(r"\\sqrt\{(\d+)\}", s):
+        n = int(r)
+        if any(n % (k * k) == 0 for k in range(2, int(n**0.5) + 1)):
+            return False
+    body = re.sub(r"\\frac\{\d+\}\{\d+\}|\d+/\d+", "F", s)
+    return not re.search(r"\d\s*(?:[+*]|\\cdot|\\times)\s*\d|\d\s*-\s*\d|\^\{?\d", body)
+
+
+def _exact_decimal(gold: Value, answer: str, places: int) -> tuple[bool, str]:
+    core, _ = split_decor(clean(answer))
+    pattern = r"-?\d+" + (rf"\.\d{{{places}}}" if places else "")
+    if not re.fullmatch(pattern, core.replace(",", "")):
+        return False, f"not written with exactly {places} decimal places"
+    if not isinstance(gold, Scalar) or gold.expr.free_symbols:
+        return False, "reference is not a number"
+    exact = Fraction(str(sympy.N(gold.expr, 60)))
+    scaled = exact * 10**places
+    rounded = (scaled.numerator * 2 + scaled.denominator) // (2 * scaled.denominator)  # half up
+    if Fraction(core.replace(",", "")) * 10**places != rounded:
+        return False, f"not the reference rounded to {places} places"
+    return True, ""
+
+
+def _unit_key(u: str) -> str:
+    u = u.replace("^", "").replace(" ", "")
+    return re.sub(r"(?<=[a-z]{2})s\b", "", u)
+
+
+def _units_match(gold: str, answer: str) -> tuple[bool, str]:
+    _, gd = split_decor(clean(gold))
+    _, pd = split_decor(clean(answer))
+    if gd.percent != pd.percent:
+        return False, "percent sign required" if gd.percent else "unexpected percent sign"
+    if gd.degree != pd.degree:
+        return False, "degree sign required" if gd.degree else "unexpected degree sign"
+    if _unit_key(gd.unit) != _unit_key(pd.unit):
+        return False, f"unit {pd.unit or 'missing'!r}, expected {gd.unit or 'none'!r}"
+    return True, ""

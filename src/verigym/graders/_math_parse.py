@@ -1,0 +1,426 @@
+"""Parse an extracted answer string into a small value tree for the math grader.
+
+Values: ``Scalar`` (a sympy expression plus how it was written: decimal places, percent, degree,
+unit), ``Eqn`` (``lhs = rhs``, with ``name`` when the left side is a label such as ``x``, ``f(x)``
+or ``Maximum``), ``Rel`` (an inequality chain), ``SetV`` (sympy intervals and unions), ``Seq``
+(bracketed items: a tuple, or an interval when compared with one), ``Group`` (an unordered
+collection: top-level lists, ``\\{...\\}``, several boxed answers, ``\\pm``), ``Mat`` and ``Text``.
+Conversion of expressions uses ``latex2sympy2_extended``; plain numbers skip it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, TypeAlias
+
+import sympy
+from latex2sympy2_extended import latex2sympy
+from latex2sympy2_extended.math_normalization import NormalizationConfig
+
+from verigym.graders._math_fast import fast_sympy
+from verigym.graders._math_norm import Decor, clean, split_decor, split_top
+
+__all__ = ["Eqn", "Group", "Mat", "Rel", "Scalar", "Seq", "SetV", "Text", "Value", "parse", "to_sympy"]
+
+_NC = NormalizationConfig(
+    basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False
+)
+
+
+@dataclass(frozen=True)
+class Scalar:
+    expr: Any
+    raw: str
+    places: int | None = None  # written as a decimal literal with this many places
+    sig: int = 0  # significant digits of that literal
+    decor: Decor = field(default_factory=Decor)
+
+
+@dataclass(frozen=True)
+class Eqn:
+    lhs: Any
+    rhs: Any
+    name: str | None
+    value: Value | None
+
+
+@dataclass(frozen=True)
+class Rel:
+    exprs: tuple[Any, ...]
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SetV:
+    s: Any  # a sympy Set
+
+
+@dataclass(frozen=True)
+class Seq:
+    open: str
+    close: str
+    items: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    items: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Mat:
+    rows: tuple[tuple[Value, ...], ...]
+
+
+@dataclass(frozen=True)
+class Text:
+    t: str
+
+
+Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq | Group | Mat | Text
+
+_NUM = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")
+_FRAC = re.compile(r"^([+-]?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))$")
+_REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")
+_NAME = re.compile(
+    r"^(?:[a-zA-Z][a-zA-Z ]*|\\[a-zA-Z]+|[A-Za-z](?:_\{?[\w\\{}-]+\}?)?(?:\^\{?\w+\}?)?"
+    r"|[a-zA-Z]+\s*\([\w,\s]*\)|\|[A-Za-z]+\||[A-Za-z_{}\\\d]+\s*:\s*[A-Za-z_{}\\\d]+|\([a-zA-Z,\s()]+\))$"
+)
+_I, _E = sympy.Symbol("i"), sympy.Symbol("e")
+
+
+class ParseError(ValueError):
+    """The answer could not be read as mathematics."""
+
+
+def _decimal(raw: str) -> Scalar:
+    body = raw.lstrip("+-")
+    frac = Fraction(body) if body not in (".", "") else Fraction(0)
+    value = sympy.Rational(frac.numerator, frac.denominator) * (-1 if raw.startswith("-") else 1)
+    places = len(body.split(".")[1]) if "." in body else None
+    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
+    return Scalar(value, raw, places, sig)
+
+
+@functools.lru_cache(maxsize=4096)
+def to_sympy(s: str) -> Any:
+    """Convert one expression (LaTeX or plain) to sympy; raises ``ParseError``."""
+    s = s.strip()
+    if not s:
+        raise ParseError("empty expression")
+    m = _FRAC.match(s)
+    if m:
+        num, den = (m[2], m[3]) if m[2] else (m[4], m[5])
+        return sympy.Rational(int(num), int(den)) * (-1 if m[1] == "-" else 1)
+    try:
+        expr = fast_sympy(s)
+        if expr is None:
+            expr = latex2sympy(s, normalization_config=_NC)
+        if isinstance(expr, sympy.MatrixExpr) and not isinstance(expr, sympy.MatrixBase):
+            expr = expr.doit()
+    except Exception as exc:  # the ANTLR parser raises bare Exception on syntax errors
+        raise ParseError(f"cannot parse {s!r}: {(str(exc).splitlines() or [''])[0][:80]}") from exc
+    if isinstance(expr, sympy.Basic) and not isinstance(expr, sympy.MatrixBase):
+        if expr.has(sympy.Float):
+            expr = expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
+        if _I in expr.free_symbols:
+            expr = expr.xreplace({_I: sympy.I})
+    return expr
+
+
+def parse(s: str) -> list[Value]:
+    """All plausible readings of an answer string (usually one)."""
+    s = clean(s)
+    s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
+    if s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):
+        s = s[1:-1].strip()  # "{1,3}": LaTeX grouping braces, not a set
+    if not s:
+        raise ParseError("empty answer")
+    readings: list[Value] = []
+    # "7,425,000" / "1 000" (thousands) and "1,22" / "0,111" (decimal comma) are also one number.
+    if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
+        readings.append(_decimal(s.replace(",", "").replace(" ", "")))
+    elif re.fullmatch(r"-?\d+,\d+", s):
+        readings.append(_decimal(s.replace(",", ".")))
+    readings.append(_parse_list(s))
+    return readings
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"\s+", "", s)
+
+
+def _parse_list(s: str) -> Value:
+    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
+    s = re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
+    groups = [g for g in split_top(s, (";",)) if g]
+    if len(groups) > 1 and any(len(split_top(g, (",",))) > 1 for g in groups):
+        return Group(tuple(_parse_list(g) for g in groups))
+    parts = [p for p in split_top(s, (",", ";", " and ", " or ")) if p]
+    parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in parts]
+    parts = list({_squash(p): p for p in parts}.values())  # a set: repeated items count once
+    if len(parts) == 1:
+        return _parse_item(parts[0])
+    return Group(tuple(_parse_item(p) for p in parts))
+
+
+def _expand_pm(s: str) -> list[str]:
+    n = s.count("\\pm") + s.count("\\mp")
+    if n == 0 or n > 4:
+        return [s]
+    out = [""]
+    for piece in re.split(r"(\\pm|\\mp)", s):
+        if piece in ("\\pm", "\\mp"):
+            out = (
+                [o + sign for o in out for sign in ("+", "-")]
+                if piece == "\\pm"
+                else [o + sign for o in out for sign in ("-", "+")]
+            )
+        else:
+            out = [o + piece for o in out]
+    return out if n == 1 or "(" in s else out[:: 2**n - 1]  # independent signs only inside tuples
+
+
+def _top_has(s: str, *seps: str) -> bool:
+    return len(split_top(s, seps)) > 1
+
+
+def _parse_item(s: str) -> Value:
+    s = s.strip()
+    s = re.sub(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", "", s)  # "Sequence 1: ..." / "Paolo: 18"
+    if re.fullmatch(r"\d{1,2}:\d{2}", s):
+        return Text(s)  # a time of day, not a ratio
+    if "\\pm" in s or "\\mp" in s:
+        variants = _expand_pm(s)
+        if len(variants) > 1:
+            return Group(tuple(_parse_item(v) for v in variants))
+    if _top_has(s, "\\approx"):
+        parts = split_top(s, ("\\approx",))
+        # "x = 1/3 \approx 0.33" -> the exact value; "x \approx 11" -> the approximation
+        s = parts[0] if _top_has(parts[0], "=") or not _is_name(parts[0]) else parts[-1]
+    s = re.sub(r"^[A-Za-z]\w*\s*\\in\s+", "", s)
+    if _top_has(s, "="):
+        return _parse_eq(s)
+    if _top_has(s, *_REL_OPS) and not s.startswith("\\{"):
+        return _parse_rel(s)
+    return _parse_atom(s)
+
+
+def _is_name(s: str) -> bool:
+    """A label rather than a quantity: ``x``, ``f(x)``, ``a_{37}``, ``|AB|``, ``V_1:V_2``,
+    ``\\frac{NO}{BO}``, ``Maximum`` (no digits outside subscripts and arguments, no + or -)."""
+    s = s.strip()
+    if not s or _NUM.match(s):
+        return False
+    if _NAME.match(s):
+        return True
+    bare = re.sub(r"_\{[^{}]*\}|_\w|\([^()]*\)|\\frac|\\cdot|\\(?:mathrm|text)", "", s)
+    return not re.search(r"[\d+\-=<>^]|\\(?:le|ge|ne|in|pm)\b", bare) and bool(re.search(r"[A-Za-z]", bare))
+
+
+def _parse_eq(s: str) -> Value:
+    parts = [p.strip() for p in split_top(s, ("=",))]
+    if len(parts) < 2 or not all(parts):
+        raise ParseError(f"malformed equation {s!r}")
+    named = [p for p in parts[:-1] if _is_name(p)]
+    constant = not named and all(not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
+    # "x = 5+5+1 = 11" and "1/2 = 0.5" state a value: the last part.
+    value = _parse_item(parts[-1]) if named or constant else None
+    name = re.sub(r"\s+", "", named[0]) if named else None
+    try:
+        lhs, rhs = to_sympy(parts[0]), to_sympy(parts[-1])
+    except ParseError:
+        if value is None:
+            raise
+        lhs = rhs = None
+    return Eqn(lhs, rhs, name, value)
+
+
+def _parse_rel(s: str) -> Value:
+    pieces = re.split(r"(\\le |\\ge |\\ne |<|>)", s)
+    exprs = [p.strip() for p in pieces[::2]]
+    ops = [p.strip() for p in pieces[1::2]]
+    if not all(exprs):
+        raise ParseError(f"malformed inequality {s!r}")
+    return Rel(tuple(to_sympy(e) for e in exprs), tuple(ops))
+
+
+_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
+
+
+def _bracketed(s: str) -> tuple[str, str, str] | None:
+    for o in ("\\langle", "\\{", "(", "["):
+        if s.startswith(o):
+            for c in ("\\rangle", "\\}", ")", "]"):
+                if s.endswith(c) and len(s) > len(o) + len(c) - 1:
+                    inner = s[len(o) : len(s) - len(c)]
+                    if _balanced(inner):
+                        return o, c, inner
+    return None
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s.replace("\\{", "(").replace("\\}", ")"):
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _parse_atom(s: str) -> Value:
+    s = s.strip()
+    if "\\cup" in s or "\\setminus" in s:
+        return _parse_union(s)
+    if "\\begin{" in s and re.search(r"matrix|array", s):
+        return _parse_matrix(s)
+    br = _bracketed(s)
+    if br is not None:
+        o, c, inner = br
+        if o == "\\{" and "|" in inner:
+            return _set_builder(inner)
+        items = [p for p in split_top(inner, (",", ";")) if p]
+        if o == "\\{":
+            return Group(tuple(_parse_item(p) for p in items))
+        if len(items) >= 2 or o != "(" or c != ")":
+            return Seq(o, c, tuple(_parse_item(p) for p in items))
+    core, decor = split_decor(s)
+    core = core.strip()
+    minutes = re.fullmatch(r"(.*?)\^\\circ\s*(\d+)\s*'", s)
+    if minutes:
+        deg = to_sympy(minutes[1]) + sympy.Rational(int(minutes[2]), 60)
+        return Scalar(deg, s, decor=Decor(degree=True))
+    if _NUM.match(core):
+        sc = _decimal(core)
+        return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
+    if _is_text(core):
+        return Text(_norm_text(core))
+    try:
+        expr = to_sympy(core)
+    except ParseError:
+        if re.search(r"[a-zA-Z]{3,}", core):
+            return Text(_norm_text(core))
+        raise
+    if isinstance(expr, sympy.MatrixBase):
+        return _mat_of(expr)
+    if isinstance(expr, sympy.Set):
+        return SetV(expr)
+    if isinstance(expr, sympy.Tuple):
+        return Seq("(", ")", tuple(Scalar(e, str(e)) for e in expr))
+    if not isinstance(expr, sympy.Expr):
+        raise ParseError(f"{s!r} is not a value ({type(expr).__name__})")
+    return Scalar(expr, core, decor=decor)
+
+
+def _is_text(s: str) -> bool:
+    body = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    words = re.findall(r"[A-Za-z]{2,}", body)
+    if s.startswith("\\text{") and s.endswith("}") and _balanced(s[6:-1]) and not re.search(r"\d", s):
+        return True
+    return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
+
+
+def _norm_text(s: str) -> str:
+    s = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"[^\w\s]", " ", s.lower())
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _to_set(v: Value) -> Any:
+    if isinstance(v, SetV):
+        return v.s
+    if isinstance(v, Seq) and len(v.items) == 2 and v.open in "([" and v.close in ")]":
+        a, b = (_scalar_expr(x) for x in v.items)
+        return sympy.Interval(a, b, left_open=v.open == "(", right_open=v.close == ")")
+    if isinstance(v, Group):
+        return sympy.FiniteSet(*(_scalar_expr(x) for x in v.items))
+    if isinstance(v, Rel):
+        return rel_to_set(v)
+    raise ParseError("not a set")
+
+
+def _scalar_expr(v: Value) -> Any:
+    if isinstance(v, Scalar):
+        return v.expr
+    raise ParseError("interval endpoint is not a number")
+
+
+def _parse_union(s: str) -> Value:
+    if "\\setminus" in s:
+        a, b = s.split("\\setminus", 1)
+        return SetV(sympy.Complement(_to_set(_parse_atom(a.strip())), _to_set(_parse_atom(b.strip()))))
+    parts = [p.strip() for p in split_top(s, ("\\cup",))]
+    return SetV(sympy.Union(*(_to_set(_parse_item(p)) for p in parts)))
+
+
+def _set_builder(inner: str) -> Value:
+    cond = inner.split("|", 1)[1].strip()
+    item = _parse_item(cond)
+    return SetV(_to_set(item))
+
+
+_OPS = {
+    "<": sympy.StrictLessThan,
+    ">": sympy.StrictGreaterThan,
+    "\\le": sympy.LessThan,
+    "\\ge": sympy.GreaterThan,
+}
+
+
+def rel_to_set(r: Rel) -> Any:
+    """An inequality chain in one variable as a sympy set; ``ParseError`` if it is not one."""
+    exprs = list(r.exprs)
+    calls = [e for e in exprs if isinstance(e, sympy.core.function.AppliedUndef)]
+    if len(calls) == 1:  # "0 < f(x) < 1": the unknown is f(x)
+        x = sympy.Dummy("u")
+        exprs = [x if e == calls[0] else e for e in exprs]
+        r = Rel(tuple(exprs), r.ops)
+    syms = set().union(*(e.free_symbols for e in r.exprs))
+    if len(syms) != 1:
+        raise ParseError("inequality is not in one variable")
+    (x,) = syms
+    out: Any = sympy.S.Reals
+    for a, op, b in zip(r.exprs, r.ops, r.exprs[1:], strict=False):
+        if op == "\\ne":
+            piece = sympy.Complement(sympy.S.Reals, sympy.FiniteSet(b if a == x else a))
+        elif a == x and not b.free_symbols:  # x < b: built directly, solveset is slow
+            piece = (
+                sympy.Interval(-sympy.oo, b, right_open=op in ("<",))
+                if op in ("<", "\\le")
+                else (sympy.Interval(b, sympy.oo, left_open=op == ">"))
+            )
+        elif b == x and not a.free_symbols:
+            piece = (
+                sympy.Interval(a, sympy.oo, left_open=op == "<")
+                if op in ("<", "\\le")
+                else (sympy.Interval(-sympy.oo, a, right_open=op == ">"))
+            )
+        else:
+            piece = sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
+        out = sympy.Intersection(out, piece)
+    return out
+
+
+_MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}$", re.S)
+
+
+def _mat_of(m: Any) -> Mat:
+    return Mat(tuple(tuple(Scalar(m[i, j], str(m[i, j])) for j in range(m.cols)) for i in range(m.rows)))
+
+
+def _parse_matrix(s: str) -> Value:
+    """A matrix literal entry by entry (so ``0.33`` keeps its decimal places); sums and products
+    of matrices go through sympy."""
+    inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
+    m = _MATRIX.match(inner.strip())
+    if m and "\\begin" not in m.group(2):
+        body = m.group(2).strip()
+        rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+        return Mat(tuple(tuple(_parse_item(c) for c in r.split("&")) for r in rows))
+    expr = to_sympy(s)
+    if isinstance(expr, sympy.MatrixBase):
+        return _mat_of(expr)
+    raise ParseError(f"cannot read the matrix {s[:40]!r}")
