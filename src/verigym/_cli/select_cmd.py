@@ -91,8 +91,16 @@ def _policy(
         )
     try:
         from verigym.policies.default import default_policy  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        fail(f"no {flag}base-url given and the embedded local policy is unavailable ({exc})")
+    except ImportError:
+        if not model:
+            fail(f"no {flag}base-url and no {flag}model given: pass a local model directory or an endpoint")
+        from verigym.policies.base import PolicyError
+        from verigym.policies.local import LocalPolicy
+
+        try:
+            return LocalPolicy.from_pretrained(model), f"local model {model}", False
+        except PolicyError as exc:
+            fail(f"{flag}model {model}: {exc}")
     try:
         policy, message = default_policy(model)
     except (OSError, ValueError) as exc:

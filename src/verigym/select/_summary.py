@@ -45,9 +45,16 @@ def majority_at_tokens(curve: Sequence[MethodPoint], tokens: float) -> float | N
     return pts[0][1] if math.isclose(tokens, pts[0][0]) else pts[-1][1]
 
 
-def _verdict(acc: float, ref: float | None) -> str:
+def _verdict(acc: float, tokens: float, ref: float | None, majority: Sequence[MethodPoint]) -> str:
     if ref is None:
-        return "outside majority's token range"
+        if not majority:
+            return "majority not measured"
+        top = max(majority, key=lambda p: p.tokens)
+        if tokens > top.tokens and acc <= top.accuracy + 1e-9:
+            return f"does NOT beat majority (majority@{top.n} is as good with fewer tokens)"
+        if tokens > top.tokens:
+            return f"beats majority@{top.n}, but with more tokens than majority was run with"
+        return "below majority's token range"
     if acc > ref + 1e-9:
         return "beats majority"
     if acc < ref - 1e-9:
@@ -75,7 +82,7 @@ def build_summary(
                     "accuracy": p.accuracy,
                     "tokens_per_task": p.tokens,
                     "majority_accuracy_at_equal_tokens": ref,
-                    "verdict": _verdict(p.accuracy, ref) if majority else "majority not measured",
+                    "verdict": _verdict(p.accuracy, p.tokens, ref, majority),
                 }
             )
     online = []

@@ -130,6 +130,10 @@ async def select_best_of_n_reward_model(
     ``detail["request_errors"]`` count the ratings that could not be used.
     """
     sampling = sampling or DEFAULT_SAMPLING
+    if len(candidates) == 1:  # nothing to choose between: no rating request
+        single = best_of_scores(candidates, [0.0], seed=seed)
+        single.detail = {"scores": [None], "note": "one candidate: nothing rated"}
+        return single
     jobs = []
     positions = []
     for pos, c in enumerate(candidates):
