@@ -14,7 +14,7 @@ is never touched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +56,7 @@ class RowSpec:
     top_logprobs: int = 0
     early_stop: EarlyStop | None = None
     early_stop_row: int = 0
+    on_token: Callable[[int], None] | None = None  # called (in the generating thread) with each new id
 
 
 @dataclass
@@ -203,6 +204,8 @@ def run_rows(
                 k = spec.top_logprobs or 20
                 res.top_logprobs.append(tuple(top_v[pos][:k]))
                 res.top_ids.append(tuple(top_i[pos][:k]))
+            if spec.on_token is not None:
+                spec.on_token(tok_list[pos])
             finish = None
             if eos_list[pos]:
                 finish = "eos"

@@ -1,0 +1,140 @@
+"""The OpenAI wire format of ``verigym serve``: request bodies, errors, logprobs and choices.
+
+Field names follow OpenAI's API; token ids follow vLLM's ``return_token_ids`` (``prompt_token_ids`` on
+the response, ``token_ids`` on each choice) and are always returned. ``top_k`` is accepted as in vLLM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from verigym.policies.base import PolicyError
+
+__all__ = [
+    "ApiError",
+    "ChatRequest",
+    "CompletionRequest",
+    "LoadLoraRequest",
+    "UnloadLoraRequest",
+    "chat_logprobs",
+    "error_body",
+    "legacy_logprobs",
+    "status_of",
+]
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI's ``{"error": {...}}`` with an HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.type, self.param, self.code = status, type_, param, code
+
+
+def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def status_of(exc: PolicyError) -> ApiError:
+    """The HTTP error for a ``PolicyError`` raised while serving."""
+    if exc.kind in ("adapter_not_found", "model_not_found"):
+        return ApiError(404, str(exc), code="model_not_found")
+    if exc.kind in ("bad_request", "context_length", "bad_adapter"):
+        return ApiError(400, str(exc), code=exc.kind)
+    return ApiError(500, str(exc), type_="server_error", code=exc.kind)
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    n: int = Field(1, ge=1, le=128)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=-1)
+    max_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(s for s in self.stop if s)
+
+
+class ChatRequest(_Common):
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+
+    @field_validator("messages")
+    @classmethod
+    def _roles(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, m in enumerate(value):
+            if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
+                raise ValueError(f"messages[{i}].role must be system, user, assistant or tool")
+        return [{**m, "role": "system"} if m["role"] == "developer" else m for m in value]
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool = False
+
+
+class LoadLoraRequest(BaseModel):
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+
+
+class UnloadLoraRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    lora_name: str = Field(min_length=1)
+
+
+def _entry(text: str, logprob: float) -> dict[str, Any]:
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+
+def chat_logprobs(
+    pieces: list[str], logprobs: list[float], top: list[list[tuple[str, float]]] | None
+) -> dict[str, Any]:
+    """The ``choices[i].logprobs`` object of a chat completion."""
+    content = []
+    for i, (piece, lp) in enumerate(zip(pieces, logprobs, strict=True)):
+        entry = _entry(piece, lp)
+        entry["top_logprobs"] = [_entry(t, v) for t, v in top[i]] if top else []
+        content.append(entry)
+    return {"content": content, "refusal": None}
+
+
+def legacy_logprobs(
+    pieces: list[str], logprobs: list[float], top: list[list[tuple[str, float]]] | None
+) -> dict[str, Any]:
+    """The ``choices[i].logprobs`` object of a (legacy) text completion."""
+    offsets, at = [], 0
+    for piece in pieces:
+        offsets.append(at)
+        at += len(piece)
+    return {
+        "tokens": pieces,
+        "token_logprobs": logprobs,
+        "top_logprobs": [dict(t) for t in top] if top else None,
+        "text_offset": offsets,
+    }
