@@ -14,19 +14,30 @@ the only injection mechanism. Keep the state JSON-serialisable: it is stored in 
 A sync tool runs in a worker thread and its timeout counts from when a thread picks it up (a
 busy pool is not the model's fault); a timed-out thread cannot be killed and runs to its end
 in the background, so long-running sync tools should bound themselves.
+
+Tool variations: ``tool_variant=SEED`` (or ``apply_tool_variant(seed)``) offers a seeded
+variant of the tools (renamed functions and arguments, reworded descriptions, another order,
+distractor tools; see ``verigym.envs.variants``). The ``oracle_policy()`` and ``null_policy()``
+a subclass defines are then wrapped so they still speak the original names: their calls are
+mapped through the variant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from abc import ABC
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verigym.envs.base import MultiTurnEnv
 from verigym.rubric import Rubric
 from verigym.tools import Tool, ToolArgumentError
 from verigym.types import Message, ToolCall, Trajectory
+
+if TYPE_CHECKING:
+    from verigym.envs.variants import ToolVariant
+    from verigym.policies.base import Policy
 
 __all__ = ["ToolEnv"]
 
@@ -56,6 +67,7 @@ class ToolEnv(MultiTurnEnv, ABC):
         tool_timeout_s: float | None = 30.0,
         max_tool_output_chars: int | None = 20_000,
         parallel_tool_calls: bool = False,
+        tool_variant: int | None = None,
     ) -> None:
         super().__init__(
             rubric=rubric,
@@ -71,6 +83,29 @@ class ToolEnv(MultiTurnEnv, ABC):
         self.tool_timeout_s = tool_timeout_s
         self.max_tool_output_chars = max_tool_output_chars
         self.parallel_tool_calls = parallel_tool_calls
+        self.base_tools: tuple[Tool, ...] = self.tools
+        self.tool_variant: ToolVariant | None = None
+        if tool_variant is not None:
+            self.apply_tool_variant(tool_variant)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attr in ("oracle_policy", "null_policy"):
+            method = cls.__dict__.get(attr)
+            if method is not None and not getattr(method, "_variant_wrapped", False):
+                setattr(cls, attr, _through_variant(method))
+
+    def apply_tool_variant(self, seed: int | None) -> None:
+        """Offer the variant of the original tools drawn from ``seed`` (None: the originals again)."""
+        from verigym.envs.variants import make_variant
+
+        if isinstance(seed, bool) or not (seed is None or isinstance(seed, int)):
+            raise ValueError(f"tool_variant must be an integer seed, got {seed!r}")
+        if seed is None:
+            self.tools, self.tool_variant = self.base_tools, None
+            return
+        self.tool_variant = make_variant(self.base_tools, seed)
+        self.tools = self.tool_variant.tools
 
     def tool_schemas(self) -> list[dict[str, Any]] | None:
         return [t.schema() for t in self.tools] or None
@@ -120,3 +155,16 @@ class ToolEnv(MultiTurnEnv, ABC):
         if limit is not None and len(output) > limit:
             output = output[:limit] + f"\n...[truncated {len(output) - limit} characters]"
         return output
+
+
+def _through_variant(method: Callable[[Any], Policy | None]) -> Callable[[Any], Policy | None]:
+    """Wrap a subclass's ``oracle_policy``/``null_policy`` so it plays the env's tool variant."""
+
+    @functools.wraps(method)
+    def wrapped(self: ToolEnv) -> Policy | None:
+        policy = method(self)
+        variant = getattr(self, "tool_variant", None)
+        return policy if policy is None or variant is None else variant.policy(policy)
+
+    wrapped._variant_wrapped = True  # type: ignore[attr-defined]
+    return wrapped
