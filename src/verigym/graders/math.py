@@ -39,14 +39,17 @@ from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "SUITE_FIELDS",
     "MathVerdict",
     "bench_verdict",
+    "bench_warmup",
     "check_equivalent",
     "extract_answer",
     "math_grader",
 ]
 
 DEFAULT_TIMEOUT = 10.0
+SUITE_FIELDS = ("gold", "pred")  # verifier-bench: required keys of a math suite line
 
 
 @dataclass(frozen=True)
@@ -159,3 +162,8 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     if verdict.error is not None:
         raise RuntimeError(verdict.reason)
     return verdict.accepted
+
+
+def bench_warmup() -> None:
+    """verifier-bench hook: start the worker process before the timed run."""
+    default_pool().warm()

@@ -1,0 +1,240 @@
+"""verifier-bench: measure a grader family's false positives and false negatives on a labeled suite.
+
+A suite is a JSONL file; each line has an ``id`` and a label, either ``label: bool`` (True: the
+grader should accept) or ``expect: "pass" | "fail"``, plus the family's own fields (math:
+``gold``, ``pred``, optional ``mode``). Families are modules that expose
+``bench_verdict(line: dict) -> bool`` (True = accept), raising on an infrastructure error, and
+optionally ``SUITE_FIELDS`` (required keys) and ``bench_warmup()`` (run once before timing).
+Modules are imported only when used, so a family that is not built yet fails with one line.
+
+Rates: FP rate = wrong answers accepted / all wrong answers; FN rate = right answers not accepted
+/ all right answers. An errored check never counts in the grader's favour: it is reported in
+``errors`` and counts as "not accepted" (a right answer that errored is a false negative).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "FAMILIES",
+    "BenchError",
+    "BenchResult",
+    "LineOutcome",
+    "load_family",
+    "load_suite",
+    "run_bench",
+]
+
+FAMILIES: dict[str, str] = {
+    "math": "verigym.graders.math",
+    "code": "verigym.graders.code",
+    "swe": "verigym.graders.code",
+    "hacking": "verigym.graders.hacking",
+    "toolcall": "verigym.graders.toolcall",
+    "instructions": "verigym.graders.instructions",
+    "schema": "verigym.graders.schema",
+    "judge": "verigym.graders.judge",
+    "format": "verigym.graders.format",
+    "length": "verigym.graders.length",
+}
+
+
+class BenchError(ValueError):
+    """Bad input: an unknown family, a family without ``bench_verdict``, a malformed suite."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    verdict: Callable[[dict[str, Any]], bool]
+    fields: tuple[str, ...] = ()
+    warmup: Callable[[], Any] | None = None
+
+
+def load_family(name: str) -> Family:
+    """Import the family module for ``name`` (a known family or a dotted module path)."""
+    module_path = FAMILIES.get(name) or (name if "." in name else None)
+    if module_path is None:
+        raise BenchError(f"unknown grader family {name!r}; known: {', '.join(sorted(FAMILIES))}")
+    try:
+        module = importlib.import_module(module_path)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_path.startswith(exc.name):
+            raise BenchError(f"grader family {name!r} is not available (no module {module_path})") from exc
+        raise
+    fn = getattr(module, "bench_verdict", None)
+    if not callable(fn):
+        raise BenchError(f"grader family {name!r}: {module_path} has no bench_verdict(line) function yet")
+    fields = tuple(getattr(module, "SUITE_FIELDS", ()))
+    warm = getattr(module, "bench_warmup", None)
+    return Family(name, fn, fields, warm if callable(warm) else None)
+
+
+def _label(obj: dict[str, Any], where: str) -> bool:
+    if "label" in obj:
+        if not isinstance(obj["label"], bool):
+            raise BenchError(f"{where}: field 'label' must be true or false, got {obj['label']!r}")
+        return bool(obj["label"])
+    if "expect" in obj:
+        if obj["expect"] not in ("pass", "fail"):
+            raise BenchError(f'{where}: field \'expect\' must be "pass" or "fail", got {obj["expect"]!r}')
+        return bool(obj["expect"] == "pass")
+    raise BenchError(f"{where}: missing field 'label' (true/false) or 'expect' (\"pass\"/\"fail\")")
+
+
+def load_suite(path: str | Path, fields: tuple[str, ...] = ()) -> list[tuple[dict[str, Any], bool]]:
+    """Read and validate a suite: (line, label) pairs. Raises ``BenchError`` naming file:line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BenchError(f"{p}: no such suite file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"{p}: cannot read ({exc})") from None
+    out: list[tuple[dict[str, Any], bool]] = []
+    seen: set[str] = set()
+    for no, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        where = f"{p}:{no}"
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise BenchError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        if not isinstance(obj.get("id"), str | int) or isinstance(obj.get("id"), bool):
+            raise BenchError(f"{where}: missing field 'id' (a string)")
+        if str(obj["id"]) in seen:
+            raise BenchError(f"{where}: duplicate id {obj['id']!r}")
+        seen.add(str(obj["id"]))
+        for f in fields:
+            if f not in obj:
+                raise BenchError(f"{where}: missing field {f!r}")
+        out.append((obj, _label(obj, where)))
+    if not out:
+        raise BenchError(f"{p}: the suite is empty")
+    return out
+
+
+@dataclass(frozen=True)
+class LineOutcome:
+    id: str
+    label: bool
+    accepted: bool
+    error: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.error is None and self.accepted == self.label
+
+
+@dataclass
+class BenchResult:
+    """What one suite run measured."""
+
+    family: str
+    suite: str
+    outcomes: list[LineOutcome] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def positives(self) -> int:
+        return sum(o.label for o in self.outcomes)
+
+    @property
+    def negatives(self) -> int:
+        return self.n - self.positives
+
+    @property
+    def false_positives(self) -> list[str]:
+        return [o.id for o in self.outcomes if not o.label and o.accepted and o.error is None]
+
+    @property
+    def false_negatives(self) -> list[str]:
+        return [o.id for o in self.outcomes if o.label and (not o.accepted or o.error is not None)]
+
+    @property
+    def errors(self) -> list[str]:
+        return [o.id for o in self.outcomes if o.error is not None]
+
+    @property
+    def fp_rate(self) -> float:
+        return len(self.false_positives) / self.negatives if self.negatives else 0.0
+
+    @property
+    def fn_rate(self) -> float:
+        return len(self.false_negatives) / self.positives if self.positives else 0.0
+
+    @property
+    def accuracy(self) -> float:
+        return sum(o.correct for o in self.outcomes) / self.n if self.n else 0.0
+
+    @property
+    def checks_per_s(self) -> float:
+        return self.n / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def misses(self) -> list[str]:
+        return [o.id for o in self.outcomes if not o.correct]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "fp_rate": round(self.fp_rate, 6),
+            "fn_rate": round(self.fn_rate, 6),
+            "accuracy": round(self.accuracy, 6),
+            "errors": len(self.errors),
+            "checks_per_s": round(self.checks_per_s, 3),
+            "misses": self.misses,
+            "family": self.family,
+            "suite": self.suite,
+            "positives": self.positives,
+            "negatives": self.negatives,
+            "false_positives": self.false_positives,
+            "false_negatives": self.false_negatives,
+            "error_ids": self.errors,
+        }
+
+
+def run_bench(
+    family: str | Family,
+    suite: str | Path,
+    *,
+    mode: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BenchResult:
+    """Run ``family``'s ``bench_verdict`` over every line of ``suite``, one at a time.
+
+    ``mode`` is given to lines that do not set their own ``mode``. ``progress(done, total)`` is
+    called after each line. Raises ``BenchError`` for bad input.
+    """
+    fam = family if isinstance(family, Family) else load_family(family)
+    lines = load_suite(suite, fam.fields)
+    if fam.warmup is not None:
+        fam.warmup()
+    result = BenchResult(fam.name, str(suite))
+    start = time.perf_counter()
+    for i, (line, label) in enumerate(lines, 1):
+        if mode is not None and "mode" not in line:
+            line = {**line, "mode": mode}
+        try:
+            accepted, error = bool(fam.verdict(line)), None
+        except Exception as exc:  # an infrastructure error: counted, never a verdict
+            accepted, error = False, f"{type(exc).__name__}: {exc}"
+        result.outcomes.append(LineOutcome(str(line["id"]), label, accepted, error))
+        if progress is not None:
+            progress(i, len(lines))
+    result.wall_s = time.perf_counter() - start
+    return result
