@@ -9,11 +9,12 @@ bomb, an rlimit) costs the case in flight a *fail* and is restarted for the next
 from __future__ import annotations
 
 import functools
-import json
+import marshal
 import os
 import re
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,32 @@ def worker_source() -> str:
     for name in ("_code_codec.py", "_code_worker.py"):
         text = (here / name).read_text()
         text = re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M)
-        text = re.sub(r"^from verigym\.graders\._code_codec import .*\n", "", text, flags=re.M)
+        text = re.sub(r"^from verigym\.graders\._code_codec import (\([^)]*\)|.*)\n", "", text, flags=re.M)
+        text = re.sub(
+            r"^TYPE_CHECKING = False\nif TYPE_CHECKING:.*\n    from typing import Any\n", "", text, flags=re.M
+        )
         parts.append(text)
     return "from __future__ import annotations\n" + "\n".join(parts) + "\nmain()\n"
+
+
+# Compiling the worker's source costs more than starting the interpreter: ship its code object.
+_BOOT = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv.pop(1))))"
+
+
+@functools.cache
+def worker_code(python: str) -> str:
+    """The worker compiled by ``python`` (same interpreter, so the same marshal/bytecode format), in hex."""
+    if os.path.realpath(python) == python_executable():
+        return marshal.dumps(compile(worker_source(), "<verigym-worker>", "exec")).hex()
+    boot = (
+        "import marshal,sys;print(marshal.dumps(compile(sys.stdin.read(),'<verigym-worker>','exec')).hex())"
+    )
+    out = subprocess.run(
+        [python, "-S", "-I", "-c", boot], input=worker_source(), capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SandboxUnavailable(f"{python} cannot compile the worker: {out.stderr.strip()[-300:]}")
+    return out.stdout.strip()
 
 
 @dataclass
@@ -67,12 +91,12 @@ class WorkerSession:
         code: str,
         *,
         mode: str,
-        entry_point: str = "",
+        entry_point: Sequence[str] = (),
         limits: Limits,
         sandbox: Sandbox,
         python: str | None = None,
     ) -> None:
-        self.code, self.mode, self.entry = code, mode, entry_point
+        self.code, self.mode, self.entry = code, mode, list(entry_point)
         self.limits, self.sandbox = limits, sandbox
         self.python = python or python_executable()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -94,8 +118,8 @@ class WorkerSession:
         }
         if os.geteuid() != 0:
             rlimits.pop("RLIMIT_NPROC")  # counted per real uid: would count the user's own processes
-        cfg = json.dumps({"rlimits": rlimits, "uid": None if self.sandbox.unsafe else random_uid()})
-        cmd = [self.python, "-S", "-I", "-B", "-c", worker_source(), cfg]
+        cfg = marshal.dumps({"rlimits": rlimits, "uid": None if self.sandbox.unsafe else random_uid()}).hex()
+        cmd = [self.python, "-S", "-I", "-B", "-c", _BOOT, worker_code(self.python), cfg]
         if self.sandbox.unsafe:
             return cmd, []
         return self.sandbox.argv(cmd, files={}, limits=lim, cwd="/tmp", drop_with="inprocess")
@@ -178,7 +202,7 @@ class WorkerSession:
     def _exchange(self, msg: dict[str, Any], wait_s: float) -> CaseReply:
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            write_frame(self.proc.stdin.fileno(), msg)
+            write_frame(self.proc.stdin.fileno(), msg, fmt="marshal")
         except OSError:
             self.close()
             return CaseReply(ok=False, reason="the candidate's process died before the case started")

@@ -35,16 +35,20 @@ class CandidateFailure(BaseException):
         self.reason, self.error = reason, error
 
 
+class _Counter:
+    calls = 0
+
+
 class _Proxy:
-    def __init__(self, call: Callable[[dict[str, Any]], Any]) -> None:
-        self._call, self.calls = call, 0
+    def __init__(self, name: str, call: Callable[[dict[str, Any]], Any], counter: _Counter) -> None:
+        self._name, self._call, self._counter = name, call, counter
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            payload = {"args": encode(list(args)), "kwargs": encode(dict(kwargs))}
+            payload = {"name": self._name, "args": encode(list(args)), "kwargs": encode(dict(kwargs))}
         except CodecError as exc:
             raise TaskTestsError(f"the tests pass an argument that is not plain data: {exc}") from None
-        self.calls += 1
+        self._counter.calls += 1
         try:
             value = self._call(payload)
         except CandidateFailure as failure:
@@ -59,13 +63,13 @@ class _Proxy:
             raise CandidateFailure(f"unsupported result: {exc}") from None
 
 
-def _split(tests: str, entry_point: str) -> tuple[list[ast.stmt], list[ast.Assert], set[str]]:
+def _split(tests: str, entries: list[str]) -> tuple[list[ast.stmt], list[ast.Assert], dict[str, str]]:
     try:
         tree = ast.parse(tests)
     except SyntaxError as exc:
         raise TaskTestsError(f"the tests do not parse: {exc}") from None
-    body = [s for s in tree.body if not _imports_entry(s, entry_point)]
-    names = {entry_point}
+    body = [s for s in tree.body if not _imports_entry(s, entries)]
+    names = {e: e for e in entries}
     asserts = [s for s in body if isinstance(s, ast.Assert)]
     if asserts:
         return [s for s in body if not isinstance(s, ast.Assert)], asserts, names
@@ -73,7 +77,7 @@ def _split(tests: str, entry_point: str) -> tuple[list[ast.stmt], list[ast.Asser
     if not checks:
         raise TaskTestsError("the tests contain no assert statements (top-level or in def check(candidate))")
     check = checks[-1]
-    names.add(check.args.args[0].arg)
+    names[check.args.args[0].arg] = entries[0]
     setup = [s for s in body if s is not check and not _calls_check(s)]
     setup += [s for s in check.body if not isinstance(s, ast.Assert)]
     asserts = [s for s in check.body if isinstance(s, ast.Assert)]
@@ -82,8 +86,8 @@ def _split(tests: str, entry_point: str) -> tuple[list[ast.stmt], list[ast.Asser
     return setup, asserts, names
 
 
-def _imports_entry(stmt: ast.stmt, entry_point: str) -> bool:
-    return isinstance(stmt, ast.ImportFrom) and any(a.name == entry_point for a in stmt.names)
+def _imports_entry(stmt: ast.stmt, entries: list[str]) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and any(a.name in entries for a in stmt.names)
 
 
 def _calls_check(stmt: ast.stmt) -> bool:
@@ -101,15 +105,16 @@ def _run(stmts: list[ast.stmt], ns: dict[str, Any]) -> None:
 
 
 def evaluate_asserts(
-    tests: str, entry_point: str, call: Callable[[dict[str, Any]], Any], *, stop_on_fail: bool = False
+    tests: str, entries: list[str], call: Callable[[dict[str, Any]], Any], *, stop_on_fail: bool = False
 ) -> list[CaseResult]:
-    """Evaluate every assert of ``tests`` with ``entry_point`` bound to a proxy over ``call``."""
+    """Evaluate every assert of ``tests`` with each entry point bound to a proxy over ``call``."""
     from verigym.graders.code import CaseResult
 
-    setup, asserts, names = _split(tests, entry_point)
-    proxy = _Proxy(call)
+    setup, asserts, names = _split(tests, entries)
+    proxy = _Counter()
+    proxies = {alias: _Proxy(entry, call, proxy) for alias, entry in names.items()}
     ns: dict[str, Any] = {"__builtins__": builtins, "__name__": "__hidden_tests__"}
-    ns.update(dict.fromkeys(names, proxy))
+    ns.update(proxies)
     labels = [f"line {a.lineno}: {ast.unparse(a.test)[:80]}" for a in asserts]
     try:
         _run(setup, ns)
@@ -124,7 +129,7 @@ def evaluate_asserts(
             CaseResult(label, False, f"setup failed on the candidate's result: {exc!r}"[:300])
             for label in labels
         ]
-    ns.update(dict.fromkeys(names, proxy))
+    ns.update(proxies)
     results: list[CaseResult] = []
     for stmt, label in zip(asserts, labels, strict=True):
         if stop_on_fail and results and not results[-1].passed:

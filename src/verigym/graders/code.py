@@ -14,8 +14,8 @@ its reason; only the grader's own infrastructure (no sandbox) gives an errored g
 
 ``Task.info`` keys read by :func:`code_grader`:
 
-- ``entry_point`` (str) and ``tests`` (str): Python source whose top-level ``assert`` statements
-  call ``entry_point`` (or HumanEval style: ``def check(candidate)`` whose asserts are the cases);
+- ``entry_point`` (str, ``"f, g"`` or a list of names) and ``tests`` (str): Python source whose
+  top-level ``assert`` statements call the entry point(s) (or HumanEval style: ``def check(candidate)`` whose asserts are the cases);
   other top-level statements (imports, helpers, constants) are setup, run once, outside the sandbox.
 - ``io_tests``: list of ``{"stdin": str, "stdout": str}`` for stdin/stdout problems.
 - optional ``float_tol`` (float), ``exact_output`` (bool), ``timeout_s`` (per case, float).
@@ -116,10 +116,18 @@ def _limits(timeout_s: float, memory_mb: int, max_output_bytes: int) -> Limits:
     return Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=max_output_bytes)
 
 
+def entry_points(value: str | Sequence[str]) -> list[str]:
+    """``"f"``, ``"f, g"`` or ``["f", "g"]`` as a list of names (the first is ``candidate``)."""
+    names = [n.strip() for n in value.split(",")] if isinstance(value, str) else [str(n) for n in value]
+    if not names or not all(n.isidentifier() for n in names):
+        raise TaskTestsError(f"entry_point must name Python functions, got {value!r}")
+    return names
+
+
 def run_function_tests(
     code: str,
     tests: str,
-    entry_point: str,
+    entry_point: str | Sequence[str],
     *,
     timeout_s: float = 5.0,
     total_timeout_s: float = 60.0,
@@ -139,7 +147,8 @@ def run_function_tests(
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
     limits = _limits(timeout_s, memory_mb, max_output_bytes)
-    with WorkerSession(code, mode="function", entry_point=entry_point, limits=limits, sandbox=box) as ses:
+    entries = entry_points(entry_point)
+    with WorkerSession(code, mode="function", entry_point=entries, limits=limits, sandbox=box) as ses:
         ses.start()
         deadline = start + total_timeout_s
 
@@ -151,7 +160,7 @@ def run_function_tests(
                 raise CandidateFailure(reply.reason or "the call failed", reply.data.get("error", ""))
             return reply.data.get("value")
 
-        cases = evaluate_asserts(tests, entry_point, call, stop_on_fail=stop_on_fail)
+        cases = evaluate_asserts(tests, entries, call, stop_on_fail=stop_on_fail)
         return CodeResult(cases=cases, events=list(ses.events), wall_s=time.monotonic() - start)
 
 
@@ -287,7 +296,7 @@ def code_grader(
                     **opts,
                 )
             elif "tests" in info and "entry_point" in info:
-                result = run_function_tests(code, str(info["tests"]), str(info["entry_point"]), **opts)
+                result = run_function_tests(code, str(info["tests"]), info["entry_point"], **opts)
             else:
                 return Grade.failed(f"task {task.id!r}: info needs 'tests' + 'entry_point' or 'io_tests'")
         except (TaskTestsError, SandboxUnavailable) as exc:
@@ -312,7 +321,7 @@ def bench_verdict(
     result = run_function_tests(
         code,
         str(line["tests"]),
-        str(line["entry_point"]),
+        line["entry_point"],
         timeout_s=timeout_s,
         total_timeout_s=max(30.0, timeout_s * 4),
         stop_on_fail=True,
