@@ -1,0 +1,328 @@
+"""The built-in ``repo_fix`` environment: fix an injected bug in a tiny generated Python repository.
+
+**Task.** A package ``mylib`` of one or two modules (small utility functions), one of which has
+a realistic one-line bug; ``tests/`` holds visible tests; a bug report names one failing call.
+Hidden tests (more cases for every function) decide the grade, SWE-bench style.
+
+**Harness.** ``ToolEnv`` with ``list_files``, ``read_file``, ``write_file`` and ``run_tests``.
+The repository lives in the episode state (``state["files"]``); ``run_tests`` runs the
+*visible* tests, as they currently are in the state, in the bubblewrap sandbox
+(``verigym.graders.sandbox``) with a small runner (no pytest needed inside).
+
+**Graders.** ``resolved``: the final source files with the *original hidden* test files put
+back over whatever the model left in ``tests/`` are run in the sandbox; 1 when every
+FAIL_TO_PASS test (broken by the bug) and every PASS_TO_PASS test (passing before) passes.
+``tests_untouched`` (a ``Penalty``, amount 1): any change to ``tests/`` (edit, new file) or a
+file outside ``mylib/`` and ``tests/`` is tampering; the reward drops by 1. A sandbox that
+cannot start is a grader *error*, never a zero. Test results travel back on a line tagged
+with a per-run random nonce that the code under test never sees in its environment.
+
+**Difficulty.** ``level`` 1: one module of three functions, the failing call in the report;
+2: two modules; 3: two modules and a report that only names the function.
+
+**Oracle.** Finds the task by its prompt, lists the files, reads the buggy file, writes the
+fixed one, runs the tests, then says it is done. The null policy gives up at once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
+from verigym.envs.datasets import procedural_tasks
+from verigym.envs.tool import ToolEnv
+from verigym.graders.sandbox import python_executable, run_sandboxed
+from verigym.policies.base import Policy
+from verigym.policies.scripted import Reply, ScriptedPolicy
+from verigym.rubric import Grader, Penalty, Rubric
+from verigym.tools import State, Tool
+from verigym.types import Grade, Message, Task, ToolCall, Trajectory
+
+__all__ = ["RUNNER", "RepoFixEnv", "run_tests_in_sandbox"]
+
+RUNNER_PATH = "_verigym_runner.py"
+RUNNER = r"""
+import importlib.util, json, os, sys, traceback
+nonce = sys.stdin.readline().strip()
+sys.path.insert(0, os.getcwd())
+results = {}
+for root, _, names in sorted(os.walk("tests")):
+    for fname in sorted(names):
+        if not (fname.startswith("test") and fname.endswith(".py")):
+            continue
+        path = os.path.join(root, fname)
+        try:
+            spec = importlib.util.spec_from_file_location(path[:-3].replace(os.sep, "."), path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        except BaseException as exc:
+            results[path] = ["error", f"cannot import: {type(exc).__name__}: {exc}"]
+            continue
+        for name in sorted(vars(mod)):
+            fn = getattr(mod, name)
+            if name.startswith("test") and callable(fn):
+                try:
+                    fn()
+                    results[f"{path}::{name}"] = ["passed", ""]
+                except AssertionError as exc:
+                    results[f"{path}::{name}"] = ["failed", f"AssertionError: {exc}"]
+                except BaseException as exc:
+                    results[f"{path}::{name}"] = ["error", f"{type(exc).__name__}: {exc}"]
+sys.stdout.flush()
+print("\n" + nonce + " " + json.dumps(results))
+"""
+
+
+def run_tests_in_sandbox(
+    files: dict[str, str], *, timeout_s: float = 20.0, unsafe_no_sandbox: bool = False
+) -> dict[str, tuple[str, str]]:
+    """Run every ``tests/test*.py`` of ``files`` in the sandbox: ``{test id: (outcome, message)}``.
+
+    Raises ``RuntimeError`` when the run produced no result line (crash, timeout, killed) and
+    ``SandboxUnavailable`` when bwrap cannot start.
+    """
+    nonce = secrets.token_hex(16)
+    staged = {**files, RUNNER_PATH: RUNNER}
+    result = run_sandboxed(
+        [python_executable(), RUNNER_PATH],
+        files=staged,
+        stdin=nonce + "\n",
+        timeout_s=timeout_s,
+        unsafe_no_sandbox=unsafe_no_sandbox,
+        env={"PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(nonce + " "):
+            raw = json.loads(line[len(nonce) + 1 :])
+            return {k: (str(v[0]), str(v[1])) for k, v in raw.items()}
+    why = result.killed_reason or ("timed out" if result.timed_out else f"exit code {result.exit_code}")
+    raise RuntimeError(f"the test run gave no result ({why}): {result.stderr[-300:]}")
+
+
+def _test_file(funcs: Sequence[str], module: str, cases: dict[str, list[int]]) -> str:
+    lines = [f"from mylib.{module} import {', '.join(funcs)}", ""]
+    for f in funcs:
+        for i in cases[f]:
+            call, expected = FUNCS[f].cases[i]
+            lines += ["", f"def test_{f}_{i}():", f"    assert {call} == {expected}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _safe_path(path: str) -> str:
+    clean = path.strip().lstrip("./") if path.strip().startswith("./") else path.strip()
+    parts = clean.split("/")
+    if not clean or clean.startswith("/") or ".." in parts or any(p == "" for p in parts):
+        raise ValueError(f"path {path!r} must be relative inside the repository (no '..')")
+    return clean
+
+
+def list_files(state: State) -> str:
+    """List every file of the repository, one path per line."""
+    return "\n".join(sorted(state["files"]))
+
+
+def read_file(path: str, state: State) -> str:
+    """Read a file of the repository.
+
+    Args:
+        path: the file's path relative to the repository root, e.g. mylib/text.py.
+    """
+    files = state["files"]
+    key = _safe_path(path)
+    if key not in files:
+        return f"Error: no file {key!r}. Files: {', '.join(sorted(files))}"
+    return str(files[key])
+
+
+def write_file(path: str, content: str, state: State) -> str:
+    """Create or overwrite a file of the repository with the full new content.
+
+    Args:
+        path: the file's path relative to the repository root.
+        content: the complete new content of the file.
+    """
+    key = _safe_path(path)
+    if len(content) > 100_000:
+        raise ValueError("content is over 100000 characters")
+    state["files"][key] = content
+    return f"wrote {len(content)} characters to {key}"
+
+
+class RepoFixEnv(ToolEnv):
+    """Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading."""
+
+    name = "repo_fix"
+    description = "Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading."
+
+    def __init__(
+        self,
+        level: int = 1,
+        max_turns: int = 16,
+        size: int = 1000,
+        unsafe_no_sandbox: bool = False,
+        test_timeout_s: float = 20.0,
+        system_prompt: str | None = None,
+        tool_variant: int | None = None,
+    ) -> None:
+        self.level = int_arg("repo_fix", "level", level, 1, 3)
+        self.size = int_arg("repo_fix", "size", size, 1, 10**9)
+        self.unsafe_no_sandbox = bool(unsafe_no_sandbox)
+        self.test_timeout_s = float(test_timeout_s)
+        self._book = TaskBook()
+        rubric = Rubric(
+            [Grader(self._resolved, name="resolved", timeout=test_timeout_s + 30)],
+            penalty=Penalty(Grader(_tampered, name="tests_tampered"), amount=1.0),
+        )
+        super().__init__(
+            [list_files, read_file, write_file, Tool.from_function(self._run_tests, name="run_tests")],
+            rubric=rubric,
+            system_prompt=system_prompt or _SYSTEM,
+            max_turns=int_arg("repo_fix", "max_turns", max_turns, 1, 1000),
+            tool_variant=tool_variant,
+        )
+
+    def setup_state(self, task: Task) -> dict[str, Any]:
+        return {"files": dict(task.info["files"])}
+
+    def _run_tests(self, state: State) -> str:
+        """Run the visible tests in tests/ against the current files and report each failure."""
+        results = run_tests_in_sandbox(
+            state["files"], timeout_s=self.test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox
+        )
+        bad = {k: v for k, v in results.items() if v[0] != "passed"}
+        lines = [f"{len(results) - len(bad)} passed, {len(bad)} failed"]
+        lines += [f"FAILED {k}: {msg}" for k, (_, msg) in sorted(bad.items())]
+        return "\n".join(lines)
+
+    def _resolved(self, task: Task, trajectory: Trajectory) -> Grade:
+        final = dict(trajectory.state.get("files") or task.info["files"])
+        graded = {k: v for k, v in final.items() if not k.startswith("tests/")}
+        graded.update(task.info["hidden_tests"])
+        results = run_tests_in_sandbox(
+            graded, timeout_s=self.test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox
+        )
+        f2p, p2p = task.info["fail_to_pass"], task.info["pass_to_pass"]
+        f2p_ok = [t for t in f2p if results.get(t, ("missing", ""))[0] == "passed"]
+        p2p_ok = [t for t in p2p if results.get(t, ("missing", ""))[0] == "passed"]
+        ok = len(f2p_ok) == len(f2p) and len(p2p_ok) == len(p2p)
+        detail = f"FAIL_TO_PASS {len(f2p_ok)}/{len(f2p)}, PASS_TO_PASS {len(p2p_ok)}/{len(p2p)}"
+        return Grade(score=float(ok), detail=detail)
+
+    def _generate(self, rng: random.Random) -> Task:
+        modules = sorted(rng.sample(sorted(MODULES), 1 if self.level == 1 else 2))
+        chosen = {m: sorted(rng.sample(MODULES[m], 3)) for m in modules}
+        bug_module = rng.choice(modules)
+        bug_func = rng.choice(chosen[bug_module])
+        func = FUNCS[bug_func]
+        bug_body = rng.choice(func.bugs)
+        files = {"mylib/__init__.py": '"""mylib: small utilities."""\n'}
+        hidden: dict[str, str] = {}
+        fixed: dict[str, str] = {}
+        failing: list[int] = []
+        for m in modules:
+            bodies = {bug_func: bug_body} if m == bug_module else {}
+            files[f"mylib/{m}.py"] = module_source(list(chosen[m]), bodies)
+            fixed[f"mylib/{m}.py"] = module_source(list(chosen[m]))
+        buggy_src = files[f"mylib/{bug_module}.py"]
+        for i, (call, expected) in enumerate(func.cases):
+            try:
+                got = evaluate_call(buggy_src, call)
+            except Exception:
+                got = _Raised()
+            if got != evaluate_call("", expected):
+                failing.append(i)
+        if not failing:
+            raise AssertionError(f"repo_fix: bug {bug_body!r} of {bug_func} breaks no test")
+        for m in modules:
+            cases = {f: [failing[0]] if f == bug_func else [0] for f in chosen[m]}
+            files[f"tests/test_{m}.py"] = _test_file(chosen[m], m, cases)
+            every = {f: list(range(len(FUNCS[f].cases))) for f in chosen[m]}
+            hidden[f"tests/test_{m}.py"] = _test_file(chosen[m], m, every)
+        f2p = [f"tests/test_{bug_module}.py::test_{bug_func}_{i}" for i in failing]
+        p2p = [
+            f"tests/test_{m}.py::test_{f}_{i}"
+            for m in modules
+            for f in chosen[m]
+            for i in range(len(FUNCS[f].cases))
+            if not (f == bug_func and i in failing)
+        ]
+        call, expected = func.cases[failing[0]]
+        if self.level < 3:
+            report = f"Bug report: `{call}` should return `{expected}` but it does not."
+        else:
+            report = f"Bug report: users say `{bug_func}` gives wrong results for some inputs."
+        layout = "; ".join(f"mylib/{m}.py defines {', '.join(chosen[m])}" for m in modules)
+        text = (
+            f"{report}\nThe repository: {layout}.\n"
+            "Fix the bug in the repository (package `mylib`, tests in `tests/`). "
+            "Do not change the tests. Say briefly what you fixed when you are done."
+        )
+        info = {
+            "files": files,
+            "hidden_tests": hidden,
+            "fail_to_pass": f2p,
+            "pass_to_pass": p2p,
+            "fixed": fixed,
+        }
+        return Task(id="", prompt=(Message(role="user", content=text),), answer=None, info=info)
+
+    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        count = self.size if n is None else n
+        name = f"repo_fix-l{self.level}"
+        return self._book.record(procedural_tasks(self._generate, count, seed=seed, split=split, name=name))
+
+    def oracle_policy(self) -> Policy:
+        """Lists, reads the buggy file, writes the fixed one, runs the tests, and reports."""
+
+        def solve(task: Task, messages: Sequence[Message]) -> Reply:
+            step = sum(1 for m in messages if m.role == "tool")
+            path = next(p for p, text in task.info["fixed"].items() if task.info["files"][p] != text)
+            plan = [
+                ("list_files", {}),
+                ("read_file", {"path": path}),
+                ("write_file", {"path": path, "content": task.info["fixed"][path]}),
+                ("run_tests", {}),
+            ]
+            if step < len(plan):
+                name, args = plan[step]
+                return "", [ToolCall(id=f"call-{step}", name=name, arguments=json.dumps(args))]
+            return f"I fixed the bug in {path}; the tests pass."
+
+        return lookup_oracle(self._book, solve, name="repo_fix-oracle")
+
+    def null_policy(self) -> Policy:
+        return ScriptedPolicy(lambda messages: "I cannot fix this.", name="repo_fix-null")
+
+
+class _Raised:
+    """Stands for 'the call raised' when classifying tests; equal to nothing."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
+def _tampered(task: Task, trajectory: Trajectory) -> Grade:
+    """1 when the final files changed a test or wrote outside ``mylib/`` and ``tests/``."""
+    before: dict[str, str] = task.info["files"]
+    after: dict[str, str] = trajectory.state.get("files") or before
+    changed = [
+        p
+        for p in sorted(set(before) | set(after))
+        if (p.startswith("tests/") or not p.startswith("mylib/")) and before.get(p) != after.get(p)
+    ]
+    if changed:
+        return Grade(score=1.0, detail=f"changed outside the package: {', '.join(changed[:5])}")
+    return Grade(score=0.0, detail="tests untouched")
+
+
+_SYSTEM = (
+    "You are fixing a bug in a small Python repository. Use the tools to list, read and write "
+    "files and to run the visible tests. Write whole files. Do not modify the tests."
+)
