@@ -62,14 +62,13 @@ def check(
         return False, why, answer
     if px.multi and not any(isinstance(g, Group) for g in greads):
         return False, f"hedged: {len(px.boxed)} different boxed answers", answer
+    if kind == "exact_decimal" and places is not None:
+        ok, why = _exact_decimal(greads[-1], answer, places)
+        return ok, (why or "the reference rounded to the required places"), answer
     if not any(equal(g, p) for g in greads for p in preads):
         return False, "not equivalent to the reference", answer
     if kind == "simplest_form" and not _simplest(answer):
         return False, "equivalent but not in simplest form", answer
-    if kind == "exact_decimal" and places is not None:
-        ok, why = _exact_decimal(greads[-1], answer, places)
-        if not ok:
-            return False, why, answer
     if kind == "with_units":
         ok, why = _units_match(gx.answer, answer)
         if not ok:

@@ -89,7 +89,9 @@ def _const_eq(g: Scalar, p: Scalar, gexpr: Any, pexpr: Any) -> bool:
     if not exact and _const_close(gexpr, pexpr):
         return True
     # Rounded decimals; the rounded side needs enough significant digits to be a rounding.
-    if p.places is not None and g.places is None and p.sig >= 2:
+    # A decimal stands for an exact irrational (pi, sqrt 2) only with 4+ significant digits.
+    need = 2 if isinstance(gexpr, sympy.Rational) else 4
+    if p.places is not None and g.places is None and p.sig >= need:
         return _rounds_to(p, gexpr) and not (isinstance(gexpr, sympy.Integer) and p.places == 0)
     if g.places is not None and p.places is None and g.sig >= 3 and not isinstance(pexpr, sympy.Integer):
         return _rounds_to(g, pexpr)
@@ -142,12 +144,12 @@ def expr_eq(g: Any, p: Any) -> bool:
     if g == p:
         return True
     syms = sorted(g.free_symbols | p.free_symbols, key=str)
-    if g.free_symbols != p.free_symbols:
-        return False
     if not g.has(*_OPAQUE) and not p.has(*_OPAQUE) and not g.atoms(sympy.core.function.AppliedUndef):
         verdict = _sample(g, p, syms)
         if verdict is not None:
             return verdict
+    if g.free_symbols != p.free_symbols:
+        return False
     try:
         return bool(sympy.simplify(g - p) == 0)
     except (TypeError, ValueError, NotImplementedError):
@@ -224,7 +226,8 @@ def _eqn_eq(g: Eqn, p: Value) -> bool:
             return True
         if g.value is not None and p.value is not None and (g.name is None or p.name is None):
             return equal(g.value, p.value)
-        return False
+        # "xy = 6" and "y = 6/x": substituting one side's solved variable satisfies the other.
+        return _solves(g, p) or _solves(p, g)
     if g.value is not None:
         return equal(g.value, p)
     if isinstance(p, Scalar) and isinstance(g.lhs, sympy.Expr) and isinstance(g.rhs, sympy.Expr):
@@ -234,6 +237,22 @@ def _eqn_eq(g: Eqn, p: Value) -> bool:
             if rest.free_symbols and _sample(rest, sympy.Integer(0), sorted(rest.free_symbols, key=str)):
                 return True
     return False
+
+
+def _solves(eq: Eqn, named: Eqn) -> bool:
+    if not (named.name and isinstance(named.value, Scalar) and isinstance(eq.lhs, sympy.Expr)):
+        return False
+    if not isinstance(eq.rhs, sympy.Expr) or not isinstance(named.lhs, sympy.Symbol):
+        return False
+    d = eq.lhs - eq.rhs
+    if named.lhs not in d.free_symbols or named.lhs in named.value.expr.free_symbols:
+        return False
+    rest = d.xreplace({named.lhs: named.value.expr})
+    if rest == 0:
+        return True
+    return bool(rest.free_symbols) and bool(
+        _sample(rest, sympy.Integer(0), sorted(rest.free_symbols, key=str))
+    )
 
 
 def _rel_norm(r: Rel) -> list[tuple[Any, str]]:

@@ -206,6 +206,7 @@ def _unanchored(text: str, question: str | None) -> Extraction:
     sentence = re.split(r"(?<=[.!?])\s|\n", text[:end])[-1]
     if _in_question(cand, question):
         return Extraction(None, "restates the question")
-    if _CUES.search(sentence) and not re.search(r"\b(is|are|equals|gives|get|obtain)\b|=", sentence):
+    cue = _CUES.search(sentence)
+    if cue and not re.search(r"\b(is|equals|gives|get|obtain)\b|=", sentence[cue.end() :]):
         return Extraction(None, "last expression is part of an instruction, not an answer")
     return Extraction(strip_math_delims(cand), "last")
