@@ -1,0 +1,1 @@
+"""Data shipped with the built-in environments (word lists, problem sets)."""
