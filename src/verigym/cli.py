@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "train_cmd",
     "select_cmd",
     "data_cmd",
+    "collection_cmd",
 )
 
 for _name in _COMMAND_MODULES:

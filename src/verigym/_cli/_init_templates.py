@@ -1,0 +1,130 @@
+"""The files ``verigym init NAME`` writes: a pip-installable third-party environment package.
+
+Placeholders: ``{name}`` (the environment name), ``{package}`` (its import name), ``{cls}``
+(the environment class). Braces meant literally are doubled.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TEMPLATES"]
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{name}"
+version = "0.1.0"
+description = "A verigym environment: {name}."
+requires-python = ">=3.10"
+dependencies = ["verigym"]
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+# verigym finds the environment by this entry point: `verigym eval {name}` once installed.
+[project.entry-points."verigym.envs"]
+{name} = "{package}.env:{cls}"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+"""
+
+ENV = '''"""The ``{name}`` environment: reverse a word (a template to replace with your own task).
+
+Task: a seeded random word; the model must answer it reversed. Harness: single turn.
+Grader: ``correct`` (exact match of the last line, whitespace-trimmed). Difficulty:
+``length`` (letters per word). Oracle: answers the reversed word; null: answers nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+
+from verigym.envs.base import SingleTurnEnv
+from verigym.envs.datasets import procedural_tasks
+from verigym.envs.registry import EnvArgError
+from verigym.policies.base import Policy
+from verigym.policies.scripted import ScriptedPolicy
+from verigym.rubric import Grader, Rubric
+from verigym.types import Grade, Message, Task, Trajectory
+
+__all__ = ["{cls}"]
+
+
+def correct(task: Task, trajectory: Trajectory) -> Grade:
+    lines = [line.strip() for line in trajectory.final_text.strip().splitlines() if line.strip()]
+    got = lines[-1] if lines else ""
+    return Grade(score=float(got == task.answer), detail=f"expected {{task.answer!r}}, got {{got[:40]!r}}")
+
+
+class {cls}(SingleTurnEnv):
+    """Reverse a word (replace with your task)."""
+
+    name = "{name}"
+    description = "Reverse a random word; exact match."
+
+    def __init__(self, length: int = 6, size: int = 1000) -> None:
+        if not isinstance(length, int) or not 2 <= length <= 40:
+            raise EnvArgError(f"{name}: length must be an integer from 2 to 40, got {{length!r}}")
+        self.length = length
+        self.size = size
+        super().__init__(rubric=Rubric([Grader(correct, name="correct")]))
+
+    def _generate(self, rng: random.Random) -> Task:
+        word = "".join(rng.choice(string.ascii_lowercase) for _ in range(self.length))
+        text = f"Reverse the word {{word}}. Answer with the reversed word only."
+        return Task(id="", prompt=(Message(role="user", content=text),), answer=word[::-1])
+
+    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        count = self.size if n is None else n
+        return procedural_tasks(self._generate, count, seed=seed, split=split, name="{name}-l{{}}".format(self.length))
+
+    def oracle_policy(self) -> Policy:
+        def solve(messages: list[Message]) -> str:
+            word = messages[-1].content.split("Reverse the word ")[1].split(".")[0]
+            return word[::-1]
+
+        return ScriptedPolicy(solve, name="{name}-oracle")
+
+    def null_policy(self) -> Policy:
+        return ScriptedPolicy(lambda messages: "", name="{name}-null")
+'''
+
+TEST = '''"""The environment passes verigym's conformance check (oracle ≥ 0.99, null ≤ 0.05)."""
+
+from verigym.envs.check import check_env
+
+from {package}.env import {cls}
+
+
+def test_{package}_passes_check_env() -> None:
+    report = check_env({cls}(), n=16)
+    assert report.ok, [f"{{r.name}}: {{r.detail}}" for r in report.failures]
+'''
+
+README = """# {name}
+
+A [verigym](https://github.com/) environment.
+
+```bash
+pip install -e .            # registers the `verigym.envs` entry point `{name}`
+verigym envs                # lists {name}
+verigym check-env {name}    # oracle ≥ 0.99, null ≤ 0.05, no hidden info leaks
+verigym eval {name} --base-url http://localhost:8000/v1 --model MODEL -n 50
+pytest                      # runs the same check
+```
+
+Edit `src/{package}/env.py`: generate tasks in `_generate`, grade them in `correct`, keep
+`oracle_policy()` able to solve every task and `null_policy()` scoring ~0, so a broken
+verifier cannot hide.
+"""
+
+TEMPLATES: dict[str, str] = {
+    "pyproject.toml": PYPROJECT,
+    "src/{package}/__init__.py": '"""The {name} verigym environment."""\n',
+    "src/{package}/env.py": ENV,
+    "tests/test_{package}_env.py": TEST,
+    "README.md": README,
+}

@@ -1,0 +1,216 @@
+"""``verigym compare``, ``verigym suite`` and ``verigym init``: the environment-collection commands.
+
+- ``compare RUN_A RUN_B``: per-task and overall reward deltas of two eval runs with a paired
+  bootstrap CI; writes an HTML comparison (``verigym.eval.compare``).
+- ``suite NAME`` (also reachable as ``verigym eval --suite NAME``): every environment of a suite
+  evaluated into ``OUT/<env>/`` plus ``OUT/scorecard.json`` / ``scorecard.html``.
+- ``init NAME``: writes a pip-installable third-party environment package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from verigym._cli.common import console, fail, parse_kv
+
+if TYPE_CHECKING:
+    from verigym.eval.config import EvalConfig
+
+__all__ = ["register", "run_suite_command", "write_package"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+
+
+def write_package(name: str, parent: Path, *, force: bool = False) -> Path:
+    """Write the package for environment ``name`` into ``parent/name``; returns that folder.
+
+    Raises ``ValueError`` for a bad name and ``FileExistsError`` when the folder is not empty.
+    """
+    from verigym._cli._init_templates import TEMPLATES
+
+    if not _NAME.match(name):
+        raise ValueError(
+            f"environment name {name!r} must be lowercase letters, digits, '-' or '_' and start with a letter"
+        )
+    package = name.replace("-", "_")
+    cls = "".join(part.capitalize() for part in package.split("_")) + "Env"
+    root = parent / name
+    if root.exists() and any(root.iterdir()) and not force:
+        raise FileExistsError(f"{root} already exists and is not empty (use --force to overwrite)")
+    for rel, text in TEMPLATES.items():
+        path = root / rel.format(package=package)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.format(name=name, package=package, cls=cls), encoding="utf-8")
+    return root
+
+
+def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None, resume: bool) -> None:
+    """Run a suite from the CLI with a progress bar and print the scorecard table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from verigym.envs.suites import SuiteError, run_suite, suite_members
+
+    try:
+        members = suite_members(suite)
+    except SuiteError as exc:
+        fail(str(exc))
+    out = Path(config.out or f"runs/suite-{suite}-{time.strftime('%Y%m%d-%H%M%S')}")
+    policy: Any
+    if policy_kind is not None:
+        if policy_kind not in ("oracle", "null"):
+            fail(f"--policy must be oracle or null, got {policy_kind!r}")
+        policy = policy_kind
+    else:
+        from verigym._cli.eval_cmd import _policy
+
+        policy, description, _ = _policy(config)
+        console.print(f"[dim]policy: {description}[/]")
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console,
+    )  # fmt: skip
+    bar = progress.add_task(f"suite {suite}", total=len(members))
+
+    def on_env(name: str, i: int, n: int) -> None:
+        progress.update(bar, completed=i, description=f"suite {suite}: {name}")
+
+    async def main() -> dict[str, Any]:
+        try:
+            progress.start()
+            return await run_suite(suite, policy, config, out=out, resume=resume, env_overrides=config.env_args, on_env=on_env)  # fmt: skip
+        finally:
+            progress.update(bar, completed=len(members))
+            progress.stop()
+            close = getattr(policy, "aclose", None)
+            if close is not None:
+                await close()
+
+    card = asyncio.run(main())
+    table = Table(title=f"suite {suite}")
+    for col in ("environment", "reward", "pass@1", "errors"):
+        table.add_column(col)
+    for row in card["envs"]:
+        reward = "–" if row["reward_mean"] is None else f"{row['reward_mean']:.3f}"
+        p1 = (row.get("pass_at_k") or {}).get("1")
+        errors = f"[red]{row['error'][:70]}[/]" if row["error"] else str(row.get("n_errors", 0))
+        table.add_row(row["env"], reward, "–" if p1 is None else f"{p1:.3f}", errors)
+    console.print(table)
+    console.print(f"scorecard: {out / 'scorecard.json'} and {out / 'scorecard.html'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``compare``, ``suite`` and ``init`` to ``app``."""
+
+    @app.command("compare")
+    def compare_command(
+        run_a: Path = typer.Argument(..., help="First eval run: its --out folder or results.jsonl."),
+        run_b: Path = typer.Argument(..., help="Second eval run, compared as B - A."),
+        out: Path | None = typer.Option(
+            None, "--out", help="HTML file to write [default: RUN_B/compare.html]."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
+        show: int = typer.Option(10, "--show", help="How many tasks with the largest |delta| to print."),
+    ) -> None:
+        """Compare two eval runs task by task: deltas with a paired bootstrap CI and an HTML page."""
+        from rich.table import Table
+
+        from verigym.eval.compare import compare_runs, write_comparison
+        from verigym.eval.store import StoreError
+
+        try:
+            comp = compare_runs(run_a, run_b, seed=seed)
+        except (FileNotFoundError, StoreError) as exc:
+            fail(str(exc))
+        if not comp.tasks:
+            fail(f"{run_a} and {run_b} share no scored task: nothing to compare")
+        table = Table(title=f"per task (B - A), {show} largest changes of {len(comp.tasks)}")
+        for col in ("task", "A", "B", "delta"):
+            table.add_column(col)
+        for t in sorted(comp.tasks, key=lambda t: -abs(t.delta))[:show]:
+            color = "green" if t.delta > 0 else "red" if t.delta < 0 else "white"
+            table.add_row(t.task_id, f"{t.a:.3f}", f"{t.b:.3f}", f"[{color}]{t.delta:+.3f}[/]")
+        console.print(table)
+        assert comp.ci95 is not None and comp.delta is not None
+        console.print(
+            f"overall: A {comp.mean_a:.3f}  B {comp.mean_b:.3f}  delta [bold]{comp.delta:+.3f}[/] "
+            f"(95% paired bootstrap CI [{comp.ci95[0]:+.3f}, {comp.ci95[1]:+.3f}], "
+            f"P(B not better) {comp.p_b_not_better:.3f}) over {len(comp.tasks)} paired tasks; "
+            f"errored samples A {comp.errors_a}, B {comp.errors_b}",
+            highlight=False,
+        )
+        for name, d in comp.grader_deltas.items():
+            console.print(f"  grader {name}: {d:+.3f}", highlight=False)
+        target = out or ((run_b if run_b.is_dir() else run_b.parent) / "compare.html")
+        write_comparison(comp, target)
+        console.print(f"wrote {target}")
+
+    @app.command("suite")
+    def suite_command(
+        name: str = typer.Argument(
+            ..., help="Suite name (holistic, agentic, reasoning, smoke) or env1,env2,..."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="Model name at --base-url (or local path)."
+        ),
+        base_url: list[str] | None = typer.Option(
+            None, "--base-url", help="OpenAI-compatible endpoint; repeatable."
+        ),
+        api_key_env: str | None = typer.Option(None, "--api-key-env", help="Variable holding the API key."),
+        policy: str | None = typer.Option(
+            None, "--policy", help="oracle or null: each env's own policy (a self-check)."
+        ),
+        num_tasks: int = typer.Option(20, "-n", "--num-tasks", help="Tasks per environment."),
+        samples_per_task: int = typer.Option(
+            1, "-k", "--samples-per-task", help="Samples per task (pass@k)."
+        ),
+        temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
+        max_tokens: int = typer.Option(512, "--max-tokens", help="Max tokens per completion."),
+        concurrency: int = typer.Option(32, "--concurrency", help="Rollouts in flight at once."),
+        seed: int = typer.Option(0, "--seed", help="Seed of tasks and samples."),
+        env_arg: list[str] | None = typer.Option(
+            None, "--env-arg", help="key=value given to every env; repeatable."
+        ),
+        out: Path | None = typer.Option(
+            None, "--out", help="Output folder [default: runs/suite-NAME-<time>]."
+        ),
+        resume: bool = typer.Option(False, "--resume", help="Continue the runs in --out."),
+    ) -> None:
+        """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
+        from verigym.eval.config import ConfigError, build
+
+        try:
+            config = build(
+                {
+                    "env": name, "model": model, "base_url": base_url or [], "api_key_env": api_key_env,
+                    "num_tasks": num_tasks, "samples_per_task": samples_per_task, "temperature": temperature,
+                    "max_tokens": max_tokens, "concurrency": concurrency, "seed": seed,
+                    "out": str(out) if out else None, "env_args": parse_kv(env_arg, "--env-arg"),
+                },
+                "suite",
+            )  # fmt: skip
+        except ConfigError as exc:
+            fail(str(exc))
+        run_suite_command(name, config, policy_kind=policy, resume=resume)
+
+    @app.command("init")
+    def init_command(
+        name: str = typer.Argument(
+            ..., help="Environment name (lowercase, e.g. my-env); also the folder name."
+        ),
+        parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the package in."),
+        force: bool = typer.Option(False, "--force", help="Overwrite files in an existing folder."),
+    ) -> None:
+        """Write a pip-installable environment package: entry point, env module, check-env test, README."""
+        try:
+            root = write_package(name, parent, force=force)
+        except (ValueError, FileExistsError) as exc:
+            fail(str(exc))
+        console.print(f"wrote [bold]{root}[/]: pyproject.toml, src/, tests/, README.md")
+        console.print(f"next: cd {root} && pip install -e . && verigym check-env {name}")
