@@ -45,8 +45,10 @@ __all__ = [
     "CodeResult",
     "TaskTestsError",
     "bench_verdict",
+    "bench_warmup",
     "code_grader",
     "compare_output",
+    "entry_points",
     "extract_code",
     "run_function_tests",
     "run_io_tests",
@@ -309,11 +311,25 @@ def code_grader(
     return Grader(fn=grade, weight=weight, name=name, timeout=None)
 
 
+def bench_warmup() -> None:
+    """Start one sandbox before timing (probes bwrap once and compiles the worker)."""
+    run_function_tests("def f():\n    return 1\n", "assert f() == 1\n", "f")
+
+
 def bench_verdict(
     line: Mapping[str, Any], *, timeout_s: float = 3.0, unsafe_no_sandbox: bool = False
 ) -> bool:
-    """Verifier-bench hook for code suite lines ``{"id","problem","entry_point","solution","tests",
-    "expect"}``: True when every assert of ``tests`` passes. Raises on infrastructure errors."""
+    """Verifier-bench hook (True = accepted). Code lines: ``{"id","problem","entry_point","solution",
+    "tests","expect"}``, accepted when every assert of ``tests`` passes. Repository lines (the
+    ``swe`` family, with ``repo_files``) go to :func:`verigym.graders.swe.bench_verdict`.
+    Raises on infrastructure errors and on malformed lines."""
+    if "repo_files" in line:
+        from verigym.graders.swe import bench_verdict as swe_verdict
+
+        return swe_verdict(line, unsafe_no_sandbox=unsafe_no_sandbox)
+    missing = [k for k in ("entry_point", "solution", "tests") if k not in line]
+    if missing:
+        raise ValueError(f"code suite line {line.get('id')!r} lacks {', '.join(missing)}")
     solution = str(line["solution"])
     code = extract_code(solution) if "```" in solution else solution
     if code is None:
