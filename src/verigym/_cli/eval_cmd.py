@@ -279,6 +279,9 @@ def register(app: typer.Typer) -> None:
         tool_variant: int | None = typer.Option(
             None, "--tool-variant", help="Tool-set variation seed, passed as env arg tool_variant=."
         ),
+        suite: str | None = typer.Option(
+            None, "--suite", help="Evaluate a suite of environments (e.g. holistic) into one scorecard."
+        ),
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
         env_args = parse_kv(env_arg, "--env-arg")
@@ -300,6 +303,14 @@ def register(app: typer.Typer) -> None:
             "out": str(out) if out else None,
             "env_args": env_args,
         }
+        if suite is not None:  # one scorecard over a named set of environments
+            from verigym._cli.collection_cmd import run_suite_command
+
+            if env is not None:
+                fail("give either ENV or --suite, not both")
+            cfg, _ = _resolve({**flags, "env": suite}, config, resume)
+            run_suite_command(suite, cfg, policy_kind=None, resume=resume)
+            return
         cfg, _ = _resolve(flags, config, resume)
         if cfg.out is None:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.env)[:40]
