@@ -138,3 +138,10 @@ async def test_python_harness_feeds_tool_output_back() -> None:
     traj = await env.rollout(task, ScriptedPolicy(use_tool), Sampling())
     assert traj.turns[1].messages[0].content.strip() == "42" and traj.stop_reason == "done"
     assert env.tool_schemas() and MathEnv().tool_schemas() is None
+
+
+def test_tool_variant_only_with_the_python_harness() -> None:
+    with pytest.raises(EnvArgError, match="tool_variant"):
+        MathEnv(tool_variant=1)
+    env = MathEnv(harness="python_tool", tool_variant=1)
+    assert "python" not in [t.name for t in env.tools]

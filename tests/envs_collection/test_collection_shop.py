@@ -101,3 +101,10 @@ async def test_lookup_tools_answer_from_the_episode_db() -> None:
     assert sorted(o["status"] for o in orders) == ["delivered", "pending", "shipped"]
     hits = json.loads(await env.tool("search_products").call({"query": "garden", "max_price": 1000}, state))  # type: ignore[union-attr]
     assert len(hits) == 4 and all(h["category"] == "garden" for h in hits)
+
+
+def test_oracle_solves_a_tool_variant() -> None:
+    env = ShopEnv(level=2, tool_variant=5)
+    assert {t.name for t in env.tools} != {t.name for t in SHOP_TOOLS}
+    report = check_env(env, n=4)
+    assert report.ok, report.failures

@@ -17,7 +17,8 @@ A malformed row is a ``DatasetError`` naming ``file:line``. A file has only the 
 ``verigym compare``): ``single`` — one answer; ``python_tool`` — a ``python(code)`` tool that
 runs code in the bubblewrap sandbox (no network, stdout returned) for up to ``max_turns`` turns;
 ``self_check`` — after the first answer the environment asks the model to check its work, and
-the second answer is graded.
+the second answer is graded. ``tool_variant=SEED`` (python_tool only) renames and rewords the
+tool (see ``envs.variants``).
 
 **Grader.** ``graders.math.math_grader`` on the final answer (last ``\\boxed{}`` first), with
 ``task.info["math_mode"]`` or ``mode`` as the strictness mode.
@@ -59,7 +60,7 @@ SELF_CHECK = (
     "Check your solution step by step. If you find a mistake, fix it. End with the final answer in \\boxed{}."
 )
 PYTHON_SYSTEM = (
-    "You can run Python with the python tool (standard library only, no network; print what you "
+    "You can run Python with the tool you are given (standard library only, no network; print what you "
     "need to see). When you are sure, answer with the final answer in \\boxed{}."
 )
 _GSM_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.S)
@@ -165,6 +166,7 @@ class MathEnv(ToolEnv):
         size: int = 1000,
         max_turns: int = 6,
         system_prompt: str | None = None,
+        tool_variant: int | None = None,
     ) -> None:
         self.level = int_arg("math", "level", level, 1, 4)
         self.topics = _topics(topics)
@@ -180,7 +182,17 @@ class MathEnv(ToolEnv):
         )
         if system_prompt is None and self.harness == "python_tool":
             system_prompt = PYTHON_SYSTEM
-        super().__init__(tools, rubric=Rubric([grader]), system_prompt=system_prompt, max_turns=turns)
+        if tool_variant is not None and self.harness != "python_tool":
+            raise EnvArgError(
+                "math: tool_variant needs harness='python_tool' (the other harnesses have no tools)"
+            )
+        super().__init__(
+            tools,
+            rubric=Rubric([grader]),
+            system_prompt=system_prompt,
+            max_turns=turns,
+            tool_variant=tool_variant,
+        )
         self.path = path
         self._file_tasks: list[Task] | None = None
         self._book = TaskBook()

@@ -12,7 +12,8 @@ the user asks, e.g. a new address) and ``info["outputs"]`` the facts the reply m
 **Harness.** ``ToolEnv``: the tools are ``lookup_customer``, ``list_orders``, ``get_order``,
 ``search_products``, ``update_address``, ``cancel_order``, ``refund`` and ``place_order``
 (``SHOP_TOOLS``; ``env.tools`` is the tuple offered to the model, ``env.tool(name)`` finds
-one — wrap, rename or reorder them freely). Tools work on the episode's own copy of the
+one — wrap, rename or reorder them freely; ``tool_variant=SEED`` offers a seeded variant with
+renamed tools and arguments, reworded descriptions and distractors, see ``envs.variants``). Tools work on the episode's own copy of the
 database, ``state["db"]`` (a ``State`` parameter), so episodes never share writes. A policy
 violation (cancelling a shipped order, refunding more than was paid) is a tool error the
 model sees.
@@ -49,7 +50,7 @@ __all__ = ["SHOP_TOOLS", "SYSTEM_PROMPT", "ShopEnv", "apply_action", "make_db"]
 
 SYSTEM_PROMPT = (
     "You are the customer-service agent of Lumen Shop. Use the tools to look things up and act; "
-    "never guess ids. Identify the customer with lookup_customer (by email) first. Policy: only "
+    "never guess ids. Identify the customer by their email first. Policy: only "
     "pending orders can be cancelled; only delivered orders can be refunded, for at most what was "
     "paid; new orders are for the customer who asks. When you are done, tell the customer what you "
     "did and the exact facts they asked for (amounts in dollars with two decimals, ids, tracking "
@@ -139,7 +140,12 @@ class ShopEnv(ToolEnv):
     public_info_keys = ("gold_actions",)
 
     def __init__(
-        self, level: int = 2, size: int = 1000, max_turns: int = 12, system_prompt: str | None = SYSTEM_PROMPT
+        self,
+        level: int = 2,
+        size: int = 1000,
+        max_turns: int = 12,
+        system_prompt: str | None = SYSTEM_PROMPT,
+        tool_variant: int | None = None,
     ) -> None:
         self.level = int_arg("tools", "level", level, 1, 3)
         self.size = int_arg("tools", "size", size, 1, 10**9)
@@ -147,7 +153,13 @@ class ShopEnv(ToolEnv):
             lambda task: make_db(int(task.info["db_seed"])), _replay, weight=0.0, name="final_state"
         )
         rubric = Rubric([state, required_outputs_grader(name="outputs")], gates={"outputs": ["final_state"]})
-        super().__init__(SHOP_TOOLS, rubric=rubric, system_prompt=system_prompt, max_turns=max_turns)
+        super().__init__(
+            SHOP_TOOLS,
+            rubric=rubric,
+            system_prompt=system_prompt,
+            max_turns=max_turns,
+            tool_variant=tool_variant,
+        )
         self._book = TaskBook()
 
     def _generate(self, rng: random.Random) -> Task:
