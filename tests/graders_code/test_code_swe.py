@@ -69,6 +69,7 @@ def test_protected_paths_and_tree_preparation() -> None:
 def test_grade_repo_resolved_and_not() -> None:
     good = grade_repo(
         BEFORE,
+        None,
         patch=FIX,
         hidden_tests=HIDDEN,
         fail_to_pass=["tests/test_ops.py::test_inc"],

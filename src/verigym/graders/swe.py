@@ -153,11 +153,11 @@ def prepare_tree(
 
 def grade_repo(
     files_before: Mapping[str, str],
-    files_after: Mapping[str, str] | None = None,
-    *,
+    files_after: Mapping[str, str] | None,
     hidden_tests: Mapping[str, str],
     fail_to_pass: Sequence[str],
     pass_to_pass: Sequence[str] = (),
+    *,
     patch: str | None = None,
     timeout_s: float = 120.0,
     memory_mb: int = 2048,
