@@ -34,9 +34,10 @@ async def test_plain_completion_without_token_ids() -> None:
     assert body["return_token_ids"] is True
 
 
-async def test_vllm_token_ids_and_logprobs() -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
+async def test_vllm_token_ids_and_logprobs(transport: str) -> None:
     with FakeServer(vllm=True) as srv:
-        policy = OpenAIPolicy("m", [srv.url], **FAST)
+        policy = OpenAIPolicy("m", [srv.url], transport=transport, **FAST)  # type: ignore[arg-type]
         c = await policy.complete(ASK, sampling=Sampling(seed=1, logprobs=True, top_logprobs=3))
         await policy.aclose()
     assert c.token_ids_exact and c.completion_token_ids == (100, 101, 102, 103)
@@ -78,18 +79,20 @@ async def test_invalid_tool_arguments_are_kept_not_raised() -> None:
         c.tool_calls[0].parsed_arguments()
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk", "sdk-httpx"])
 @pytest.mark.parametrize("fault", ["500", "trunc", "empty", "slow"])
-async def test_transient_faults_are_retried(fault: str) -> None:
+async def test_transient_faults_are_retried(fault: str, transport: str) -> None:
     with FakeServer(lambda body, attempt: fault if attempt < 2 else None, slow_s=1.0) as srv:
-        policy = OpenAIPolicy("m", [srv.url], timeout=0.3, max_retries=3, **FAST)
+        policy = OpenAIPolicy("m", [srv.url], timeout=0.3, max_retries=3, transport=transport, **FAST)  # type: ignore[arg-type]
         c = await policy.complete(ASK, sampling=Sampling(seed=1))
         await policy.aclose()
     assert c.text == "The answer is 5" and policy.retries == 2
 
 
-async def test_429_honours_retry_after() -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
+async def test_429_honours_retry_after(transport: str) -> None:
     with FakeServer(lambda body, attempt: "429" if attempt < 1 else None, retry_after="0.4") as srv:
-        policy = OpenAIPolicy("m", [srv.url], max_retries=2, **FAST)
+        policy = OpenAIPolicy("m", [srv.url], max_retries=2, transport=transport, **FAST)  # type: ignore[arg-type]
         start = time.perf_counter()
         c = await policy.complete(ASK, sampling=Sampling(seed=1))
         waited = time.perf_counter() - start
@@ -97,9 +100,10 @@ async def test_429_honours_retry_after() -> None:
     assert c.text and waited >= 0.4
 
 
-async def test_other_4xx_is_not_retried() -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk"])
+async def test_other_4xx_is_not_retried(transport: str) -> None:
     with FakeServer(lambda body, attempt: "400") as srv:
-        policy = OpenAIPolicy("m", [srv.url], max_retries=3, **FAST)
+        policy = OpenAIPolicy("m", [srv.url], max_retries=3, transport=transport, **FAST)  # type: ignore[arg-type]
         with pytest.raises(PolicyError) as info:
             await policy.complete(ASK, sampling=Sampling(seed=1))
         await policy.aclose()
@@ -116,8 +120,9 @@ async def test_exhausted_retries_raise_policy_error_with_reason() -> None:
     assert info.value.kind == "timeout" and "after 2 attempts" in str(info.value)
 
 
-async def test_unreachable_endpoint() -> None:
-    policy = OpenAIPolicy("m", ["http://127.0.0.1:9/v1"], max_retries=1, **FAST)
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk", "sdk-httpx"])
+async def test_unreachable_endpoint(transport: str) -> None:
+    policy = OpenAIPolicy("m", ["http://127.0.0.1:9/v1"], max_retries=1, transport=transport, **FAST)  # type: ignore[arg-type]
     with pytest.raises(PolicyError) as info:
         await policy.check(timeout=2)
     assert info.value.kind == "connection" and "127.0.0.1:9" in str(info.value)
@@ -126,7 +131,7 @@ async def test_unreachable_endpoint() -> None:
     await policy.aclose()
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["aiohttp", "sdk", "sdk-httpx"])
 async def test_concurrency_bound_and_load_balancing(transport: str) -> None:
     with FakeServer(delay_s=0.05) as a, FakeServer(delay_s=0.05) as b:
         policy = OpenAIPolicy("m", [a.url, b.url], concurrency=3, transport=transport, **FAST)  # type: ignore[arg-type]

@@ -102,10 +102,10 @@ def _policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     except ImportError as exc:
         fail(f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url")
     try:
-        policy, message = default_policy(config.model)
+        local, message = default_policy(config.model)
     except (OSError, ValueError) as exc:
         fail(f"--model {config.model}: cannot load the local model ({exc})")
-    return policy, message, False
+    return local, message, False
 
 
 async def _check(policy: Any, config: EvalConfig) -> None:

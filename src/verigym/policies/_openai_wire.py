@@ -11,12 +11,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import aiohttp
 import openai
 
 from verigym.policies.base import PolicyError
 from verigym.types import Completion, Message, Sampling, ToolCall, Usage
 
-__all__ = ["classify", "parse_response", "request_body", "retry_after"]
+__all__ = ["StatusError", "classify", "classify_status", "parse_response", "request_body", "retry_after"]
 
 
 def request_body(
@@ -52,60 +53,61 @@ def request_body(
     return body, extra
 
 
-def _extra(obj: Any, name: str) -> Any:
-    """A field the SDK's models do not declare but keep (``extra='allow'``), e.g. vLLM's token ids."""
-    value = getattr(obj, name, None)
-    if value is None:
-        extras = getattr(obj, "model_extra", None) or {}
-        value = extras.get(name)
-    return value
-
-
 def _ids(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list | tuple) and all(isinstance(v, int) for v in value):
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
         return tuple(value)
     return None
 
 
-def parse_response(response: Any, *, model: str, n: int) -> list[Completion]:
-    """One ``Completion`` per choice. Token ids are kept only where the server returned them.
+def _calls(message: dict[str, Any]) -> tuple[ToolCall, ...]:
+    out = []
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            args = fn.get("arguments")
+            out.append(
+                ToolCall(
+                    id=str(call.get("id") or f"call_{i}"),
+                    name=str(fn.get("name") or ""),
+                    arguments=args if isinstance(args, str) else json.dumps(args if args is not None else {}),
+                )
+            )
+    return tuple(out)
 
-    Tool-call arguments are kept as the raw text the model wrote, valid JSON or not: a bad call
-    is the model's mistake, answered by the harness, not a crash here.
+
+def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
+    """One ``Completion`` per choice of a chat-completions JSON body.
+
+    Token ids are kept only where the server returned them (vLLM: ``token_ids`` on the choice,
+    ``prompt_token_ids`` on the choice or the response). Tool-call arguments are kept as the raw
+    text the model wrote, valid JSON or not: a bad call is the model's mistake, answered by the
+    harness, not a crash here.
     """
-    choices = getattr(response, "choices", None)
+    choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices:
         raise PolicyError("bad_response", "the server returned no choices", retryable=True)
-    usage = getattr(response, "usage", None)
-    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion_total = int(getattr(usage, "completion_tokens", 0) or 0)
-    response_prompt_ids = _ids(_extra(response, "prompt_token_ids"))
+    usage = data.get("usage") or {}
+    prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    completion_total = int(usage.get("completion_tokens") or 0)
+    response_prompt_ids = _ids(data.get("prompt_token_ids"))
+    name = str(data.get("model") or model)
     out: list[Completion] = []
-    for choice in sorted(choices, key=lambda c: getattr(c, "index", 0) or 0):
-        message = getattr(choice, "message", None)
-        if message is None:
+    for choice in sorted(choices, key=lambda c: int(c.get("index") or 0) if isinstance(c, dict) else 0):
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
             raise PolicyError("bad_response", "a choice has no message", retryable=True)
-        calls = tuple(
-            ToolCall(
-                id=str(getattr(c, "id", None) or f"call_{i}"),
-                name=str(getattr(c.function, "name", "") or ""),
-                arguments=str(getattr(c.function, "arguments", "") or ""),
-            )
-            for i, c in enumerate(getattr(message, "tool_calls", None) or [])
-            if getattr(c, "function", None) is not None
-        )
         logprobs: tuple[float, ...] | None = None
         top: tuple[tuple[float, ...], ...] | None = None
-        content = getattr(getattr(choice, "logprobs", None), "content", None)
+        content = (choice.get("logprobs") or {}).get("content")
         if content:
-            logprobs = tuple(float(t.logprob) for t in content)
-            if any(getattr(t, "top_logprobs", None) for t in content):
+            logprobs = tuple(float(t["logprob"]) for t in content)
+            if any(t.get("top_logprobs") for t in content):
                 top = tuple(
-                    tuple(sorted((float(x.logprob) for x in (t.top_logprobs or [])), reverse=True))
+                    tuple(sorted((float(x["logprob"]) for x in t.get("top_logprobs") or ()), reverse=True))
                     for t in content
                 )
-        completion_ids = _ids(_extra(choice, "token_ids"))
-        prompt_ids = _ids(_extra(choice, "prompt_token_ids")) or response_prompt_ids
+        completion_ids = _ids(choice.get("token_ids"))
+        prompt_ids = _ids(choice.get("prompt_token_ids")) or response_prompt_ids
         if completion_ids is not None:
             completion_tokens = len(completion_ids)
         elif logprobs is not None:
@@ -114,16 +116,16 @@ def parse_response(response: Any, *, model: str, n: int) -> list[Completion]:
             completion_tokens = round(completion_total / n) if n > 1 else completion_total
         out.append(
             Completion(
-                text=getattr(message, "content", None) or "",
-                tool_calls=calls,
-                finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
+                text=message.get("content") or "",
+                tool_calls=_calls(message),
+                finish_reason=str(choice.get("finish_reason") or "stop"),
                 prompt_token_ids=prompt_ids,
                 completion_token_ids=completion_ids,
                 logprobs=logprobs,
                 top_logprobs=top,
                 token_ids_exact=completion_ids is not None,
                 usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
-                model=str(getattr(response, "model", None) or model),
+                model=name,
             )
         )
     return out
@@ -146,42 +148,69 @@ def retry_after(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _server_message(body: Any, fallback: str) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         msg = inner.get("message") if isinstance(inner, dict) else inner
         if msg:
             return str(msg)[:300]
-    return str(exc.message)[:300]
+    return fallback[:300]
+
+
+class StatusError(PolicyError):
+    """A ``PolicyError`` from an HTTP status; ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, kind: str, message: str, *, retryable: bool, retry_after: float | None) -> None:
+        super().__init__(kind, message, retryable=retryable)
+        self.retry_after = retry_after
+
+
+def classify_status(status: int, headers: Mapping[str, str] | None, body: Any, url: str) -> StatusError:
+    """The error of an HTTP error status. Retryable: 408, 409, 429 and 5xx; other 4xx are not."""
+    if isinstance(body, bytes | str):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = text
+    detail = f"{url} answered HTTP {status}: {_server_message(body, str(body))}"
+    if status == 429:
+        kind = "rate_limit"
+    elif status >= 500 or status in (408, 409):
+        kind = "server"
+    elif status in (401, 403):
+        kind = "auth"
+    else:
+        kind = "bad_request"
+    retryable = kind in ("rate_limit", "server")
+    hint = retry_after(headers) if retryable else None
+    return StatusError(kind, detail, retryable=retryable, retry_after=hint)
 
 
 def classify(exc: BaseException, url: str) -> tuple[PolicyError, float | None]:
-    """Map a client exception to a ``PolicyError`` and the server's ``Retry-After`` (if any).
+    """Map a client exception (openai SDK, aiohttp, JSON) to a ``PolicyError`` and a Retry-After.
 
-    Retryable: 408, 409, 429, 5xx, timeouts, connection failures and unreadable responses.
-    Every other 4xx is the request's fault and is not retried.
+    Retryable: timeouts, connection failures, unreadable responses and the statuses of
+    ``classify_status``.
     """
+    if isinstance(exc, StatusError):
+        return exc, exc.retry_after
     if isinstance(exc, PolicyError):
         return exc, None
-    if isinstance(exc, openai.APITimeoutError) and "cannot connect" not in str(exc.__cause__).lower():
-        return PolicyError("timeout", f"request to {url} timed out", retryable=True), None
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
-        return PolicyError("connection", f"cannot reach {url}: {cause}", retryable=True), None
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        hint = retry_after(exc.response.headers if exc.response is not None else None)
-        detail = f"{url} answered HTTP {status}: {_server_message(exc)}"
-        if status == 429:
-            return PolicyError("rate_limit", detail, retryable=True), hint
-        if status >= 500 or status in (408, 409):
-            return PolicyError("server", detail, retryable=True), hint
-        if status in (401, 403):
-            return PolicyError("auth", detail), None
-        return PolicyError("bad_request", detail), None
-    if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError | UnicodeDecodeError):
+        headers = exc.response.headers if exc.response is not None else None
+        error = classify_status(exc.status_code, headers, exc.body, url)
+        return error, error.retry_after
+    if isinstance(exc, aiohttp.ClientConnectorError) or (
+        isinstance(exc, openai.APIConnectionError) and "cannot connect" in str(exc.__cause__).lower()
+    ):
+        return PolicyError("connection", f"cannot reach {url}: {exc.__cause__ or exc}", retryable=True), None
+    if isinstance(exc, openai.APITimeoutError | TimeoutError):
+        return PolicyError("timeout", f"request to {url} timed out", retryable=True), None
+    if isinstance(exc, openai.APIConnectionError | aiohttp.ClientError):
+        return PolicyError(
+            "connection", f"connection to {url} failed: {exc.__cause__ or exc}", retryable=True
+        ), None
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):  # includes JSONDecodeError
         return PolicyError("bad_response", f"{url} sent an unreadable response: {exc}", retryable=True), None
-    if isinstance(exc, openai.OpenAIError):
-        return PolicyError("client", f"{type(exc).__name__}: {exc}"), None
     return PolicyError("client", f"{type(exc).__name__}: {exc}"), None

@@ -8,9 +8,11 @@
 - Token ids: vLLM returns them when asked (``return_token_ids``); the completion then has
   ``token_ids_exact=True``. A server that rejects the field is asked again without it, and its
   completions carry no ids (``token_ids_exact=False``) — nothing is re-tokenized.
-- The HTTP transport defaults to the SDK's aiohttp client (``openai[aiohttp]``):
-  ``benchmarks/eval_overhead.py`` measured it several times faster than the default httpx
-  client at 64 concurrent requests.
+- Transports (``transport=``): ``"aiohttp"`` (default) speaks the OpenAI wire format over an
+  ``aiohttp`` session; ``"sdk"`` is the ``openai`` SDK's ``AsyncOpenAI`` on its aiohttp client and
+  ``"sdk-httpx"`` on its default httpx client. ``benchmarks/eval_overhead.py`` picks the default
+  with numbers: against an instant server at concurrency 64 the SDK spends a few ms of CPU per
+  request in its own request building, which caps it far below what the connection can carry.
 """
 
 from __future__ import annotations
@@ -22,22 +24,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import openai
-
+from verigym.policies._openai_transport import AiohttpTransport, SdkTransport
+from verigym.policies._openai_transport import Transport as _Wire
 from verigym.policies._openai_wire import classify, parse_response, request_body
 from verigym.policies.base import PolicyError
 from verigym.types import Completion, Message, Sampling
 
 __all__ = ["OpenAIPolicy", "Transport"]
 
-Transport = Literal["aiohttp", "httpx"]
+Transport = Literal["aiohttp", "sdk", "sdk-httpx"]
 
 
 @dataclass
 class _Endpoint:
     url: str
     limit: asyncio.Semaphore
-    client: openai.AsyncOpenAI | None = None
+    wire: _Wire | None = None
     load: int = 0
     token_ids: bool = True
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
@@ -96,25 +98,19 @@ class OpenAIPolicy:
     def base_urls(self) -> list[str]:
         return [e.url for e in self._endpoints]
 
-    def _client(self, endpoint: _Endpoint) -> openai.AsyncOpenAI:
+    def _wire(self, endpoint: _Endpoint) -> _Wire:
         loop = asyncio.get_running_loop()
-        if endpoint.client is None or endpoint.loop is not loop:
-            # a client is bound to the event loop it was made in; a new loop needs a new client
-            http: Any = (
-                openai.DefaultAioHttpClient(timeout=self.timeout)
-                if self.transport == "aiohttp"
-                else openai.DefaultAsyncHttpxClient(timeout=self.timeout)
-            )
-            endpoint.client = openai.AsyncOpenAI(
-                base_url=endpoint.url,
-                api_key=self.api_key,
-                timeout=self.timeout,
-                max_retries=0,
-                http_client=http,
-            )
+        if endpoint.wire is None or endpoint.loop is not loop:
+            # an HTTP session is bound to the event loop it was made in; a new loop needs a new one
+            if self.transport == "aiohttp":
+                wire: _Wire = AiohttpTransport(endpoint.url, self.api_key, self.timeout, self.concurrency)
+            else:
+                http = "aiohttp" if self.transport == "sdk" else "httpx"
+                wire = SdkTransport(endpoint.url, self.api_key, self.timeout, http)
+            endpoint.wire = wire
             endpoint.limit = asyncio.Semaphore(self.concurrency)
             endpoint.loop = loop
-        return endpoint.client
+        return endpoint.wire
 
     def _pick(self, avoid: _Endpoint | None) -> _Endpoint:
         pool = [e for e in self._endpoints if e is not avoid] or self._endpoints
@@ -129,15 +125,14 @@ class OpenAIPolicy:
             delay = max(delay, min(hint, self.max_retry_after))
         return delay
 
-    async def _send(self, endpoint: _Endpoint, body: dict[str, Any], extra: dict[str, Any]) -> Any:
-        extra_body = {**self.extra_body, **extra}
+    async def _send(self, endpoint: _Endpoint, body: dict[str, Any]) -> Any:
         if endpoint.token_ids:
-            extra_body["return_token_ids"] = True
-        client = self._client(endpoint)
+            body = {**body, "return_token_ids": True}
+        wire = self._wire(endpoint)
         endpoint.load += 1
         try:
             async with endpoint.limit:
-                return await client.chat.completions.create(**body, extra_body=extra_body or None)
+                return await wire.chat(body)
         finally:
             endpoint.load -= 1
 
@@ -149,12 +144,14 @@ class OpenAIPolicy:
         n: int,
     ) -> list[Completion]:
         body, extra = request_body(self.model, messages, tools, sampling, n)
+        body.update(self.extra_body)
+        body.update(extra)
         endpoint: _Endpoint | None = None
         attempt = 0
         while True:
             endpoint = self._pick(endpoint if attempt else None)
             try:
-                response = await self._send(endpoint, body, extra)
+                response = await self._send(endpoint, body)
                 return parse_response(response, model=self.model, n=n)
             except Exception as exc:
                 error, hint = classify(exc, endpoint.url)
@@ -194,26 +191,23 @@ class OpenAIPolicy:
     async def check(self, timeout: float = 5.0) -> list[str]:
         """Fail fast when an endpoint cannot be reached or rejects the API key.
 
-        Returns the model ids the endpoints list. Raises ``PolicyError`` (kind ``connection`` or
-        ``auth``). A server without ``/models`` passes: only reachability and the key are checked.
+        Returns the model ids the endpoints list. Raises ``PolicyError`` (kind ``connection``,
+        ``timeout`` or ``auth``). A server without ``/models`` passes: only reachability and the
+        key are checked.
         """
         models: list[str] = []
         for endpoint in self._endpoints:
-            client = self._client(endpoint)
             try:
-                page = await client.models.list(timeout=timeout)
-                models.extend(m.id for m in page.data if m.id not in models)
-            except openai.APIStatusError as exc:
-                if exc.status_code in (401, 403):
-                    raise classify(exc, endpoint.url)[0] from None
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+                found = await self._wire(endpoint).models(timeout)
+            except Exception as exc:
                 raise classify(exc, endpoint.url)[0] from None
+            models.extend(m for m in found if m not in models)
         return models
 
     async def aclose(self) -> None:
-        """Close the HTTP clients (safe to call more than once)."""
+        """Close the HTTP sessions (safe to call more than once)."""
         for endpoint in self._endpoints:
-            if endpoint.client is not None and endpoint.loop is asyncio.get_running_loop():
-                await endpoint.client.close()
-            endpoint.client = None
+            if endpoint.wire is not None and endpoint.loop is asyncio.get_running_loop():
+                await endpoint.wire.aclose()
+            endpoint.wire = None
             endpoint.loop = None

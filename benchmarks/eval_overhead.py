@@ -1,0 +1,360 @@
+"""Eval engine overhead: verigym vs vf-eval vs bare AsyncOpenAI vs bare aiohttp, side by side.
+
+One local OpenAI-compatible server (aiohttp, a separate process) answers every chat request at
+once with a fixed completion (also as SSE when ``stream=true``). The same single-turn work — the
+prompts of the built-in ``arithmetic`` environment, N rollouts at concurrency C — is run by:
+
+  (a) verigym: ``verigym.eval.run.evaluate`` (runner + rubric + results.jsonl) with ``OpenAIPolicy``
+      on each of its transports: direct aiohttp (default), the SDK on aiohttp, the SDK on httpx;
+  (b) verifiers' ``vf-eval`` from ``.bench/venv`` (fewer rollouts: it is orders of magnitude slower);
+  (c) a bare ``openai.AsyncOpenAI`` loop (default httpx client, and with ``DefaultAioHttpClient``);
+  (d) a bare ``aiohttp`` loop — the limit of this machine and server.
+
+It also times the engine alone with an in-process policy that answers instantly, which is
+verigym's own cost per rollout. Run: ``python benchmarks/eval_overhead.py`` (``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWER = "The answer is 42."
+
+
+# --------------------------------------------------------------------------- the server
+def serve(port: int) -> None:
+    """An instant OpenAI-compatible server (run in its own process)."""
+    from aiohttp import web
+
+    def payload(model: str) -> bytes:
+        return json.dumps(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+        ).encode()
+
+    body = payload("bench")
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> bytes:
+        data = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "bench",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    stream = (
+        chunk({"role": "assistant", "content": ""}, None)
+        + chunk({"content": ANSWER}, None)
+        + chunk({}, "stop")
+        + b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":0,"model":"bench",'
+        b'"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}\n\n'
+        + b"data: [DONE]\n\n"
+    )
+
+    async def chat(request: web.Request) -> web.Response:
+        raw = await request.read()
+        if b'"stream":true' in raw.replace(b" ", b""):
+            return web.Response(body=stream, content_type="text/event-stream")
+        return web.Response(body=body, content_type="application/json")
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None, backlog=1024)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("benchmark server did not start")
+
+
+# --------------------------------------------------------------------------- the clients
+def prompts(n: int) -> list[str]:
+    from verigym.envs.arithmetic import ArithmeticEnv
+
+    return [t.prompt[-1].content for t in ArithmeticEnv().tasks(n, seed=0)]
+
+
+async def bounded(n: int, concurrency: int, one: Callable[[int], Awaitable[None]]) -> None:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def run(i: int) -> None:
+        async with limit:
+            await one(i)
+
+    await asyncio.gather(*(run(i) for i in range(n)))
+
+
+async def bare_aiohttp(url: str, texts: Sequence[str], concurrency: int) -> float:
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
+        async def one(i: int) -> None:
+            body = {"model": "bench", "messages": [{"role": "user", "content": texts[i]}], "max_tokens": 64}
+            async with session.post(f"{url}/chat/completions", json=body) as resp:
+                data = await resp.json()
+                assert data["choices"][0]["message"]["content"] == ANSWER
+
+        await bounded(min(64, len(texts)), concurrency, one)  # warm the connections
+        start = time.perf_counter()
+        await bounded(len(texts), concurrency, one)
+        return time.perf_counter() - start
+
+
+async def bare_openai(url: str, texts: Sequence[str], concurrency: int, transport: str) -> float:
+    import openai
+
+    http: Any = openai.DefaultAioHttpClient() if transport == "aiohttp" else openai.DefaultAsyncHttpxClient()
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, http_client=http)
+
+    async def one(i: int) -> None:
+        r = await client.chat.completions.create(
+            model="bench", messages=[{"role": "user", "content": texts[i]}], max_tokens=64
+        )
+        assert r.choices[0].message.content == ANSWER
+
+    await bounded(min(64, len(texts)), concurrency, one)
+    start = time.perf_counter()
+    await bounded(len(texts), concurrency, one)
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
+
+
+async def verigym_eval(url: str, n: int, concurrency: int, transport: str) -> tuple[float, float]:
+    """(rollout phase seconds, total seconds including summary.json and report.html)."""
+    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.eval.config import EvalConfig
+    from verigym.eval.run import evaluate
+    from verigym.policies.openai import OpenAIPolicy
+
+    env = ArithmeticEnv()
+    policy = OpenAIPolicy("bench", [url], concurrency=concurrency, transport=transport)  # type: ignore[arg-type]
+    warm = env.tasks(64, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = EvalConfig(env="arithmetic", num_tasks=n, concurrency=concurrency, max_tokens=64)
+        await evaluate(env, policy, warm, config, out=Path(tmp) / "warm")
+        tasks = env.tasks(n, seed=0)
+        marks: dict[str, float] = {}
+        count = [0]
+
+        def on_record(record: Any) -> None:
+            count[0] += 1
+            if count[0] == n:
+                marks["last"] = time.perf_counter()
+
+        start = time.perf_counter()
+        result = await evaluate(
+            env, policy, tasks, config, out=Path(tmp) / "run", on_start=lambda *_: None, on_record=on_record
+        )
+        total = time.perf_counter() - start
+        assert result.summary["n_scored"] == n, result.summary
+    await policy.aclose()
+    return marks["last"] - start, total
+
+
+async def engine_only(n: int, concurrency: int) -> float:
+    """run_rollouts + rubric with a policy that answers at once (no HTTP): verigym's own cost."""
+    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.runner import run_rollouts
+    from verigym.types import Completion, Sampling, Usage
+
+    done = Completion(text=ANSWER, usage=Usage(prompt_tokens=10, completion_tokens=5))
+
+    class Instant:
+        name = "instant"
+
+        async def complete(self, messages: Any, *, tools: Any = None, sampling: Any) -> Completion:
+            await asyncio.sleep(0)
+            return done
+
+    env = ArithmeticEnv()
+    tasks = env.tasks(n, seed=0)  # generating tasks is the environment's cost, not the engine's
+    sampling = Sampling(max_tokens=64, seed=0)
+    start = time.perf_counter()
+    await run_rollouts(
+        env, Instant(), tasks, samples_per_task=1, sampling=sampling, concurrency=concurrency,
+        env_name="arithmetic", model_name="instant", on_record=lambda r: r.model_dump_json(),
+    )  # fmt: skip
+    return time.perf_counter() - start
+
+
+VF_TASKSET = """
+import json, os
+import verifiers.v1 as vf
+
+
+class BenchData(vf.TaskData):
+    pass
+
+
+class BenchTask(vf.Task[BenchData, vf.State, vf.TaskConfig]):
+    @vf.reward
+    async def correct(self, trace) -> float:
+        return 1.0 if "The answer is 42" in str(trace) else 0.0
+
+
+class BenchTaskset(vf.Taskset[BenchTask, vf.TasksetConfig]):
+    def load(self):
+        with open(os.environ["VGBENCH_PROMPTS"]) as fh:
+            for i, text in enumerate(json.load(fh)):
+                yield BenchTask(BenchData(name=f"t{i}", prompt=text), self.config.task)
+
+
+__all__ = ["BenchTaskset"]
+"""
+
+
+def run_vf_eval(url: str, texts: Sequence[str], concurrency: int, timeout: float) -> tuple[float | None, str]:
+    """vf-eval on the same prompts: its null harness (plain chat) on its local subprocess runtime.
+
+    Returns (rollouts/s, a line saying what ran) or (None, why it could not run).
+    """
+    venv = ROOT / ".bench" / "venv" / "bin"
+    vf_eval = venv / "vf-eval"
+    if not vf_eval.exists():
+        return None, f"cannot run: {vf_eval} is missing (verifiers is not installed in .bench/venv)"
+    path = os.pathsep.join([str(venv), os.environ.get("PATH", "")])
+    if shutil.which("uv", path=path) is None:
+        return None, (
+            "cannot run: its harness prepares each agent program with `uv` (and without it downloads "
+            "uv from astral.sh, which is unreachable offline); `.bench/venv/bin/pip install uv` fixes it"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = Path(tmp) / "vgbench_vf"
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text(VF_TASKSET)
+        (Path(tmp) / "prompts.json").write_text(json.dumps(list(texts)))
+        env = {
+            **os.environ,
+            "PATH": path,
+            "PYTHONPATH": tmp,
+            "VGBENCH_PROMPTS": str(Path(tmp) / "prompts.json"),
+            "OPENAI_API_KEY": "x",
+            "UV_PYTHON_DOWNLOADS": "never",
+        }
+        cmd = [
+            str(vf_eval), "vgbench-vf", "-m", "bench", "--client.base-url", url,
+            "--client.api-key-var", "OPENAI_API_KEY", "-n", str(len(texts)), "-r", "1",
+            "-c", str(concurrency), "--no-push", "-o", str(Path(tmp) / "out"),
+            "--env.agent.harness.id", "null", "--env.agent.runtime.type", "subprocess",
+        ]  # fmt: skip
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"did not finish {len(texts)} rollouts within {timeout:.0f}s"
+        wall = time.perf_counter() - start
+        traces = list((Path(tmp) / "out").glob("*/traces.jsonl"))
+        done = sum(1 for t in traces for line in t.read_text().splitlines() if json.loads(line).get("ok"))
+        if proc.returncode != 0 or not done:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            return None, f"failed (exit {proc.returncode}): {tail[0][:300]}"
+    version = subprocess.run([str(venv / "python"), "-c", "import verifiers; print(verifiers.__version__)"],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+    line = (
+        f"verifiers {version}, null harness on its subprocess runtime, {len(texts)} rollouts "
+        f"({done} succeeded) in {wall:.1f}s including its start-up"
+    )
+    return len(texts) / wall, line
+
+
+# --------------------------------------------------------------------------- main
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rollouts", type=int, default=2000, help="rollouts per contender (default 2000)")
+    ap.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
+    ap.add_argument("--vf-rollouts", type=int, default=40, help="rollouts given to vf-eval (default 40)")
+    ap.add_argument("--vf-timeout", type=float, default=240.0, help="seconds before vf-eval is stopped")
+    ap.add_argument("--skip-vf", action="store_true", help="do not run vf-eval")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return
+    n, c = args.rollouts, args.concurrency
+    server, url = start_server()
+    rates: dict[str, float] = {}
+    try:
+        texts = prompts(n)
+        print(f"eval overhead: {n} single-turn rollouts, concurrency {c}, server {url} (instant answers)")
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+        rates["(d) bare aiohttp"] = n / asyncio.run(bare_aiohttp(url, texts, c))
+        rates["(c) bare AsyncOpenAI, httpx (SDK default)"] = n / asyncio.run(
+            bare_openai(url, texts, c, "httpx")
+        )
+        rates["(c') bare AsyncOpenAI, aiohttp transport"] = n / asyncio.run(
+            bare_openai(url, texts, c, "aiohttp")
+        )
+        phase, total = asyncio.run(verigym_eval(url, n, c, "aiohttp"))
+        rates["(a) verigym eval, aiohttp transport"] = n / phase
+        rates["(a) verigym eval incl. summary+report"] = n / total
+        for transport, label in (("sdk", "SDK + its aiohttp client"), ("sdk-httpx", "SDK + httpx (default)")):
+            rates[f"(a') verigym eval, {label}"] = n / asyncio.run(verigym_eval(url, n, c, transport))[0]
+        engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))  # best of 3: the machine is shared
+        vf_line = "skipped (--skip-vf)"
+        if not args.skip_vf:
+            vf_rate, vf_line = run_vf_eval(url, texts[: args.vf_rollouts], c, args.vf_timeout)
+            if vf_rate is not None:
+                rates["(b) vf-eval (verifiers)"] = vf_rate
+    finally:
+        server.terminate()
+        server.wait(10)
+    limit = rates["(d) bare aiohttp"]
+    ours = rates["(a) verigym eval, aiohttp transport"]
+    width = max(len(k) for k in rates)
+    print(f"{'contender':<{width}}  {'rollouts/s':>11}  {'vs (d) aiohttp':>15}  {'verigym (a) is':>15}")
+    for name, rate in rates.items():
+        print(f"{name:<{width}}  {rate:>11.1f}  {rate / limit:>14.1%}  {ours / rate:>14.2f}x")
+    print(f"\n(b) vf-eval: {vf_line}")
+    overhead_ms = 1000 * (1 / ours - 1 / limit)
+    print(f"verigym engine alone (instant in-process policy): {1e3 * engine / n:.3f} ms per rollout")
+    print(f"verigym overhead over bare aiohttp: {overhead_ms:.3f} ms per rollout of throughput")
+    verdict = "MET" if ours >= 0.5 * limit and 1e3 * engine / n <= 1.0 else "NOT MET"
+    print(f"target (>= 50% of aiohttp, <= 1 ms framework overhead per rollout): {verdict}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()
