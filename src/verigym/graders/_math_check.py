@@ -47,12 +47,12 @@ def check(
     answer = px.answer
     try:
         greads = parse(gx.answer)
-    except (ParseError, TypeError, ValueError, AttributeError) as exc:
+    except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         same = _squash(gx.answer) == _squash(answer)
         return same, ("same text as the reference" if same else f"reference not parseable: {exc}"), answer
     try:
         preads = parse(answer)
-    except (ParseError, TypeError, ValueError, AttributeError) as exc:
+    except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         preads, why = [], f"answer not parseable: {exc}"
     numbers = _NUMBER.findall(answer) if px.how == "bare" else []
     if (not preads or all(isinstance(p, Text) for p in preads)) and len(numbers) == 1:

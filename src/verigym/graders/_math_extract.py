@@ -171,7 +171,10 @@ def extract(text: str, *, question: str | None = None, gold: bool = False) -> Ex
     if boxes and not (strong and strong[-1] > boxes[-1][1] and _after_anchor(text[strong[-1] :]) is not None):
         if gold and len(boxes) > 1:
             # A reference lists several boxes as one answer only when they are listed together.
-            listed = all(_LISTED.match(text[a[1] : b[0]]) for a, b in itertools.pairwise(boxes))
+            listed = all(
+                len(text[a[1] : b[0]]) < 200 and _LISTED.match(text[a[1] : b[0]])
+                for a, b in itertools.pairwise(boxes)
+            )
             if not listed:
                 boxes = boxes[-1:]
         contents = [b[2] for b in boxes]
@@ -187,7 +190,7 @@ def extract(text: str, *, question: str | None = None, gold: bool = False) -> Ex
                 best = (m.start(), found)
         if best is not None:
             return Extraction(strip_math_delims(best[1]), "anchor")
-    plain = _LABEL.sub("", strip_math_delims(text)) if "\n" not in text.strip() else ""
+    plain = _LABEL.sub("", strip_math_delims(text)) if gold or "\n" not in text.strip() else ""
     if plain and len(plain) <= 400 and (gold or _prose_words(plain) < 3):
         return Extraction(plain, "bare")
     return _unanchored(text, question)

@@ -273,7 +273,7 @@ def _balanced(s: str) -> bool:
 
 def _parse_atom(s: str) -> Value:
     s = s.strip()
-    if "\\cup" in s or "\\setminus" in s:
+    if _top_has(s, "\\cup") or _top_has(s, "\\setminus"):
         return _parse_union(s)
     if "\\begin{" in s and re.search(r"matrix|array", s):
         return _parse_matrix(s)
@@ -349,8 +349,8 @@ def _scalar_expr(v: Value) -> Any:
 
 
 def _parse_union(s: str) -> Value:
-    if "\\setminus" in s:
-        a, b = s.split("\\setminus", 1)
+    if _top_has(s, "\\setminus"):
+        a, b = split_top(s, ("\\setminus",))[:2]
         return SetV(sympy.Complement(_to_set(_parse_atom(a.strip())), _to_set(_parse_atom(b.strip()))))
     parts = [p.strip() for p in split_top(s, ("\\cup",))]
     return SetV(sympy.Union(*(_to_set(_parse_item(p)) for p in parts)))
