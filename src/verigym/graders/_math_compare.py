@@ -228,15 +228,23 @@ def _eqn_eq(g: Eqn, p: Value) -> bool:
             return equal(g.value, p.value)
         # "xy = 6" and "y = 6/x": substituting one side's solved variable satisfies the other.
         return _solves(g, p) or _solves(p, g)
-    if g.value is not None:
-        return equal(g.value, p)
+    if g.value is not None and equal(g.value, p):
+        return True
     if isinstance(p, Scalar) and isinstance(g.lhs, sympy.Expr) and isinstance(g.rhs, sympy.Expr):
+        # "xy = 6" answered "6/x": the answer, put in for a variable, satisfies the equation.
         d = g.lhs - g.rhs
         for y in sorted(d.free_symbols - p.expr.free_symbols, key=str):
-            rest = d.xreplace({y: p.expr})
-            if rest.free_symbols and _sample(rest, sympy.Integer(0), sorted(rest.free_symbols, key=str)):
+            if _satisfies(g.lhs, g.rhs, y, p.expr):
                 return True
     return False
+
+
+def _satisfies(lhs: Any, rhs: Any, var: Any, value: Any) -> bool:
+    left, right = lhs.xreplace({var: value}), rhs.xreplace({var: value})
+    if left == right:
+        return True
+    syms = sorted(left.free_symbols | right.free_symbols, key=str)
+    return bool(syms) and bool(_sample(left, right, syms))
 
 
 def _solves(eq: Eqn, named: Eqn) -> bool:
@@ -348,17 +356,21 @@ def _seq_as_set(s: Seq) -> Any:
 
 
 def _multiset_eq(gs: tuple[Value, ...], ps: tuple[Value, ...]) -> bool:
-    if len(gs) != len(ps):
-        return False
-    used: set[int] = set()
-    for gi in gs:
-        for j, pj in enumerate(ps):
-            if j not in used and equal(gi, pj):
-                used.add(j)
+    """Unordered lists: item by item when the sizes agree, else as sets (repeats count once)."""
+    if len(gs) == len(ps):
+        used: set[int] = set()
+        for gi in gs:
+            for j, pj in enumerate(ps):
+                if j not in used and equal(gi, pj):
+                    used.add(j)
+                    break
+            else:
                 break
         else:
-            return False
-    return True
+            return True
+    if max(len(gs), len(ps)) > 30:
+        return False
+    return all(any(equal(g, p) for p in ps) for g in gs) and all(any(equal(g, p) for g in gs) for p in ps)
 
 
 def _flat(v: Value) -> Value:
@@ -407,6 +419,20 @@ def _as_set(v: Value) -> Any:
     try:
         if isinstance(v, SetV):
             return v.s
+        if isinstance(v, Group) and any(isinstance(i, Rel | SetV) for i in v.items):
+            # "4 < m <= 8 or 10 <= m < 12", "a <= -2 or a = 1": a union
+            parts = []
+            for item in v.items:
+                if isinstance(item, Eqn) and isinstance(item.value, Scalar):
+                    parts.append(sympy.FiniteSet(item.value.expr))
+                elif isinstance(item, Scalar):
+                    parts.append(sympy.FiniteSet(item.expr))
+                else:
+                    part = _as_set(item)
+                    if part is None:
+                        return None
+                    parts.append(part)
+            return sympy.Union(*parts)
         if isinstance(v, Seq):
             return _seq_as_set(v)
         if isinstance(v, Rel):

@@ -16,7 +16,8 @@ _CONTROL = {"\t": "t", "\x0c": "f", "\x08": "b", "\r": "r", "\x0b": "v", "\x07":
 _CONTROL_RE = re.compile(r"\\?([\t\x0c\x08\r\x0b\x07])(?=[a-z])")
 _ESCAPED_CMD = re.compile(
     r"(?<!\\)\\\\(?=(?:[dtc]?frac|sqrt|le|ge|leq|geq|neq|ne|left|right|pi|cdot|times|text|infty|sin|cos|tan|"
-    r"log|ln|alpha|beta|theta|pm|in|cup|circ|boxed|mathrm|lceil|rceil|lfloor|rfloor)(?![a-zA-Z]))"
+    r"log|ln|alpha|beta|theta|pm|in|cup|circ|boxed|mathrm|lceil|rceil|lfloor|rfloor|big|bigg|Big|Bigg|dfrac)"
+    r"(?![a-zA-Z]))"
 )
 _UNICODE = {
     "π": "\\pi ", "∞": "\\infty ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "−": "-", "–": "-",
@@ -40,7 +41,14 @@ _RENAME = (
     (re.compile(r"\\(?:textnormal|textbf|textit|textrm|mbox|hbox|texttt)\s*\{"), r"\\text{"),
     (re.compile(r"\\text\s*\{\s*\{([^{}]*)\}\s*\}"), r"\\text{\1}"),
     (re.compile(r"\\(?:mathrm|mathbf|mathit|operatorname)\s*\{(\s*e\s*)\}"), "e"),
-    (re.compile(r"\\(?:degree|textdegree|textcirc)(?![a-zA-Z])"), r"^\\circ "),
+    (re.compile(r"(?:\^\s*)?\\(?:degree|textdegree|textcirc)(?![a-zA-Z])"), r"^\\circ "),
+    (
+        re.compile(r"\\(?:text|mathrm|operatorname)\s*\{\s*(sin|cos|tan|cot|sec|csc|ln|log|exp)\s*\}"),
+        r"\\\1 ",
+    ),
+    (re.compile(r"\^\s*\(([^()]*)\)"), r"^{\1}"),
+    (re.compile(r"\s*\\text\{\s*(?:for (?:all|every|any|each|some)|where|with)\b[^{}]*\}.*$"), ""),
+    (re.compile(r"\s*,?\s*\\(?:forall|text\{\s*for all\s*\})\s*[a-z]\s*\\in\s*\\mathbb\{?\w\}?.*$"), ""),
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ"), r"^\\circ "),
     (re.compile(r"\\(?:dots|cdots|ldots)(?![a-zA-Z])"), r"\\ldots "),
     (re.compile(r"<sup>(.*?)</sup>"), r"^{\1}"),

@@ -68,6 +68,14 @@ class Seq:
 @dataclass(frozen=True)
 class Group:
     items: tuple[Value, ...]
+    pm: bool = False  # the expansion of one "a \\pm b": its items belong to the enclosing list
+
+
+def _splice(items: list[Value]) -> tuple[Value, ...]:
+    out: list[Value] = []
+    for it in items:
+        out.extend(it.items if isinstance(it, Group) and it.pm else (it,))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -161,10 +169,9 @@ def _parse_list(s: str) -> Value:
         return Group(tuple(_parse_list(g) for g in groups))
     parts = [p for p in split_top(s, (",", ";", " and ", " or ")) if p]
     parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in parts]
-    parts = list({_squash(p): p for p in parts}.values())  # a set: repeated items count once
     if len(parts) == 1:
         return _parse_item(parts[0])
-    return Group(tuple(_parse_item(p) for p in parts))
+    return Group(_splice([_parse_item(p) for p in parts]))
 
 
 def _expand_pm(s: str) -> list[str]:
@@ -196,12 +203,12 @@ def _parse_item(s: str) -> Value:
     if "\\pm" in s or "\\mp" in s:
         variants = _expand_pm(s)
         if len(variants) > 1:
-            return Group(tuple(_parse_item(v) for v in variants))
+            return Group(tuple(_parse_item(v) for v in variants), pm=True)
     if _top_has(s, "\\approx"):
         parts = split_top(s, ("\\approx",))
         # "x = 1/3 \approx 0.33" -> the exact value; "x \approx 11" -> the approximation
         s = parts[0] if _top_has(parts[0], "=") or not _is_name(parts[0]) else parts[-1]
-    s = re.sub(r"^[A-Za-z]\w*\s*\\in\s+", "", s)
+    s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)
     if _top_has(s, "="):
         return _parse_eq(s)
     if _top_has(s, *_REL_OPS) and not s.startswith("\\{"):
@@ -284,7 +291,7 @@ def _parse_atom(s: str) -> Value:
             return _set_builder(inner)
         items = [p for p in split_top(inner, (",", ";")) if p]
         if o == "\\{":
-            return Group(tuple(_parse_item(p) for p in items))
+            return Group(_splice([_parse_item(p) for p in items]))
         if len(items) >= 2 or o != "(" or c != ")":
             return Seq(o, c, tuple(_parse_item(p) for p in items))
     core, decor = split_decor(s)
