@@ -9,9 +9,11 @@ through a one-line ``sh`` wrapper (no ``preexec_fn``, so it is safe from threads
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -53,15 +55,66 @@ class Cgroup:
         return False
 
     def remove(self) -> None:
+        """Remove the cgroup; while its killed processes are still exiting, a reaper thread retries."""
+        busy = []
         for d in self.dirs:
-            for _ in range(20):
+            try:
+                d.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                busy.append(d)
+        if busy:
+            _REAPER.add(busy)
+
+
+class _Reaper:
+    """Retries ``rmdir`` of cgroups whose processes were killed but have not exited yet."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[float, Path]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        atexit.register(self.flush)
+
+    def add(self, dirs: list[Path]) -> None:
+        with self._lock:
+            self._pending += [(time.monotonic() + 30, d) for d in dirs]
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="verigym-cgroup-reaper", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _sweep(self) -> bool:
+        with self._lock:
+            keep = []
+            for until, d in self._pending:
                 try:
                     d.rmdir()
-                    break
                 except FileNotFoundError:
-                    break
+                    pass
                 except OSError:
-                    time.sleep(0.02)  # the killed processes are still exiting
+                    if time.monotonic() < until:
+                        keep.append((until, d))
+            self._pending = keep
+            return bool(keep)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while self._sweep():
+                time.sleep(0.05)
+
+    def flush(self) -> None:
+        for _ in range(40):
+            if not self._sweep():
+                return
+            time.sleep(0.05)
+
+
+_REAPER = _Reaper()
 
 
 def _v1(memory_bytes: int, max_procs: int, name: str) -> Cgroup | None:
@@ -100,13 +153,29 @@ def _v2(memory_bytes: int, max_procs: int, name: str) -> Cgroup | None:
 
 
 _disabled = False
+_swept = False
+
+
+def _sweep_stale(parents: list[Path]) -> None:
+    """Remove empty ``verigym-<pid>-*`` cgroups left by grader processes that died."""
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            for d in parent.glob("verigym-*-*"):
+                pid = d.name.split("-")[1]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
 
 
 def create_cgroup(memory_mb: int, max_procs: int) -> Cgroup | None:
     """A fresh cgroup with these budgets, or None when this host does not let us make one."""
-    global _disabled
+    global _disabled, _swept
     if _disabled or os.environ.get("VERIGYM_NO_CGROUP"):
         return None
+    if not _swept:
+        _swept = True
+        parents = [_ROOT / c / _own_path(c).lstrip("/") for c in ("memory", "pids")]
+        _sweep_stale([*parents, _ROOT / _own_path("").lstrip("/")])
     name = f"verigym-{os.getpid()}-{secrets.token_hex(4)}"
     memory_bytes = memory_mb * 1024 * 1024
     if (_ROOT / "memory").is_dir() and (_ROOT / "pids").is_dir():

@@ -21,6 +21,7 @@ from typing import Any
 
 from verigym.graders._code_cgroup import Cgroup
 from verigym.graders._code_codec import CodecError, read_frame, write_frame
+from verigym.graders._code_pool import POOL, Spawned
 from verigym.graders.sandbox import (
     Limits,
     Sandbox,
@@ -95,8 +96,10 @@ class WorkerSession:
         limits: Limits,
         sandbox: Sandbox,
         python: str | None = None,
+        warm: bool = True,
     ) -> None:
         self.code, self.mode, self.entry = code, mode, list(entry_point)
+        self.warm = warm
         self.limits, self.sandbox = limits, sandbox
         self.python = python or python_executable()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -124,17 +127,27 @@ class WorkerSession:
             return cmd, []
         return self.sandbox.argv(cmd, files={}, limits=lim, cwd="/tmp", drop_with="inprocess")
 
-    def start(self) -> None:
-        """Start a fresh worker and load the code; sets ``load_error`` when the candidate's code fails."""
-        self.close()
-        self.sandbox.check()
+    def _key(self) -> tuple[object, ...]:
+        box = self.sandbox
+        return (
+            self.python,
+            self.limits,
+            box.unsafe,
+            box.network,
+            box.bwrap,
+            box.use_cgroup,
+            tuple(box.ro_binds),
+            tuple(box.writable_dirs),
+        )
+
+    def _spawn(self) -> Spawned:
+        """Start a worker and wait for its ready frame (no ready frame: the sandbox is unusable)."""
         argv, fds = self._argv()
-        self.group = self.sandbox.cgroup(self.limits)
-        if self.group is not None:
-            argv = self.group.wrap(argv)
-        self.starts += 1
+        group = self.sandbox.cgroup(self.limits)
+        if group is not None:
+            argv = group.wrap(argv)
         try:
-            self.proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -145,20 +158,37 @@ class WorkerSession:
                 start_new_session=True,
             )
         except OSError as exc:
-            self.close()
+            if group is not None:
+                group.remove()
             raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
         finally:
             for fd in fds:
                 os.close(fd)
-        assert self.proc.stdout is not None
+        spawned = Spawned(proc, group)
+        assert proc.stdout is not None
         try:
-            ready = read_frame(self.proc.stdout.fileno(), deadline=time.monotonic() + 20, max_bytes=4096)
+            ready = read_frame(proc.stdout.fileno(), deadline=time.monotonic() + 20, max_bytes=4096)
         except (TimeoutError, CodecError):
             ready = None
         if not isinstance(ready, dict) or not ready.get("ready"):
-            err = self._stderr()
-            self.close()
+            err = _stderr(proc)
+            spawned.discard()
             raise SandboxUnavailable(f"the sandbox did not start: {err or 'no ready signal from the worker'}")
+        return spawned
+
+    def start(self) -> None:
+        """Start a fresh worker (or take a warm one) and load the code; sets ``load_error`` when
+        the candidate's code fails to load."""
+        self.close()
+        self.sandbox.check()
+        key = self._key()
+        spawned = POOL.take(key) if self.warm else None
+        if spawned is None:
+            spawned = self._spawn()
+        if self.warm:
+            POOL.refill(key, self._spawn)
+        self.proc, self.group = spawned.proc, spawned.group
+        self.starts += 1
         job = {
             "mode": self.mode,
             "code": self.code,
@@ -225,16 +255,17 @@ class WorkerSession:
             return CaseReply(ok=False, reason="malformed reply")
         return CaseReply(ok=bool(frame.get("ok")), data=frame, reason=str(frame.get("error", ""))[:500])
 
-    def _stderr(self) -> str:
-        if self.proc is None or self.proc.stderr is None:
-            return ""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+
+def _stderr(proc: subprocess.Popen[bytes]) -> str:
+    if proc.stderr is None:
+        return ""
+    if proc.poll() is None:
         try:
-            return self.proc.stderr.read(2000).decode(errors="replace").strip()
-        except (OSError, ValueError):
-            return ""
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        return proc.stderr.read(2000).decode(errors="replace").strip()
+    except (OSError, ValueError):
+        return ""

@@ -1,0 +1,102 @@
+"""A warm pool of sandboxed workers: started ahead of time, each used by exactly one candidate.
+
+Starting bwrap and an interpreter is most of the cost of grading a small candidate; the pool
+starts the next worker on a background thread while the current candidate runs, so a
+sequential grader overlaps the two. A pooled worker has already set its limits and dropped to
+its own random uid, and has seen no code; it is handed to one session and never reused.
+
+The spawning thread lives as long as the process (bwrap's ``--die-with-parent`` follows the
+thread that started it); pooled workers are killed at exit. ``VERIGYM_SANDBOX_POOL=0`` turns
+the pool off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["POOL", "Spawned", "WarmPool"]
+
+
+@dataclass
+class Spawned:
+    """A started worker that has said it is ready: the process and its cgroup (or None)."""
+
+    proc: Any
+    group: Any = None
+
+    def alive(self) -> bool:
+        return bool(self.proc.poll() is None)
+
+    def discard(self) -> None:
+        from verigym.graders._code_sandbox_io import kill_group
+
+        kill_group(self.proc)
+        if self.group is not None:
+            self.group.remove()
+
+
+class WarmPool:
+    """At most ``size`` ready workers per configuration key."""
+
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self.enabled = os.environ.get("VERIGYM_SANDBOX_POOL", "1") != "0"
+        self._ready: dict[Hashable, list[Spawned]] = {}
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[Hashable, Callable[[], Spawned]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        atexit.register(self.close)
+
+    def take(self, key: Hashable) -> Spawned | None:
+        """A ready worker for ``key``, or None."""
+        with self._lock:
+            ready = self._ready.get(key, [])
+            while ready:
+                got = ready.pop()
+                if got.alive():
+                    return got
+                got.discard()
+        return None
+
+    def refill(self, key: Hashable, factory: Callable[[], Spawned]) -> None:
+        """Ask the background thread to start one more worker for ``key`` (if below ``size``)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="verigym-sandbox-pool", daemon=True)
+                self._thread.start()
+        self._jobs.put((key, factory))
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            key, factory = job
+            with self._lock:
+                if len(self._ready.get(key, [])) >= self.size:
+                    continue
+            try:
+                spawned = factory()
+            except Exception:  # the session that needs a worker will start one itself and report why
+                continue
+            with self._lock:
+                self._ready.setdefault(key, []).append(spawned)
+
+    def close(self) -> None:
+        """Kill every pooled worker (at exit)."""
+        with self._lock:
+            pooled = [s for ready in self._ready.values() for s in ready]
+            self._ready.clear()
+        for s in pooled:
+            s.discard()
+
+
+POOL = WarmPool()
