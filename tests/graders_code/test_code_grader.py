@@ -133,3 +133,12 @@ def test_unsafe_mode_grades_without_bwrap() -> None:
     box.bwrap = None
     res = run_function_tests("def sq(x):\n    return x * x\n", "assert sq(3) == 9\n", "sq", sandbox=box)
     assert res.all_passed
+
+
+def test_each_candidate_gets_a_fresh_sandbox() -> None:
+    writer = "import os\nopen('/tmp/left_behind', 'w').write('x')\ndef f():\n    return os.getuid()\n"
+    reader = "import os\ndef f():\n    return os.path.exists('/tmp/left_behind')\n"
+    first = run_function_tests(writer, "assert f() == -1\n", "f")
+    assert not first.all_passed
+    for _ in range(3):  # the warm pool hands out a new worker each time, never a used one
+        assert run_function_tests(reader, "assert f() is False\n", "f").all_passed

@@ -20,6 +20,7 @@ __all__ = [
     "collect",
     "kill_group",
     "memfd",
+    "nproc_limit",
     "prlimit_argv",
     "random_uid",
     "stage_files",
@@ -74,14 +75,27 @@ def random_uid() -> int:
     return 200_000 + secrets.randbelow(800_000)
 
 
-def prlimit_argv(limits: Limits) -> list[str]:
+def nproc_limit(max_procs: int, fresh_uid: bool) -> int:
+    """RLIMIT_NPROC for a sandbox. It counts every process of the real uid: exact when the sandbox
+    runs as a fresh uid (root drops to a random one), else the user's current count plus the budget."""
+    if fresh_uid:
+        return max_procs
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += entry.stat(follow_symlinks=False).st_uid == uid
+    return count + max_procs
+
+
+def prlimit_argv(limits: Limits, fresh_uid: bool | None = None) -> list[str]:
     mem = limits.memory_mb * 1024 * 1024
     fsize = limits.max_file_mb * 1024 * 1024
     return [
         "prlimit",
         f"--cpu={limits.cpu_limit()}",
         f"--as={mem}",
-        f"--nproc={limits.max_procs}",
+        f"--nproc={nproc_limit(limits.max_procs, os.geteuid() == 0 if fresh_uid is None else fresh_uid)}",
         f"--fsize={fsize}",
         f"--nofile={limits.max_open_files}",
         "--core=0",

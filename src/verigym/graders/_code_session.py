@@ -22,6 +22,7 @@ from typing import Any
 from verigym.graders._code_cgroup import Cgroup
 from verigym.graders._code_codec import CodecError, read_frame, write_frame
 from verigym.graders._code_pool import POOL, Spawned
+from verigym.graders._code_sandbox_io import nproc_limit
 from verigym.graders.sandbox import (
     Limits,
     Sandbox,
@@ -114,13 +115,13 @@ class WorkerSession:
         total_cpu = max(lim.cpu_limit() * 4, 30)
         rlimits = {
             "RLIMIT_AS": lim.memory_mb * 1024 * 1024,
-            "RLIMIT_NPROC": lim.max_procs,
+            "RLIMIT_NPROC": nproc_limit(
+                lim.max_procs, fresh_uid=os.geteuid() == 0 and not self.sandbox.unsafe
+            ),
             "RLIMIT_FSIZE": lim.max_file_mb * 1024 * 1024,
             "RLIMIT_NOFILE": lim.max_open_files,
             "RLIMIT_CPU": total_cpu,
         }
-        if os.geteuid() != 0:
-            rlimits.pop("RLIMIT_NPROC")  # counted per real uid: would count the user's own processes
         cfg = marshal.dumps({"rlimits": rlimits, "uid": None if self.sandbox.unsafe else random_uid()}).hex()
         cmd = [self.python, "-S", "-I", "-B", "-c", _BOOT, worker_code(self.python), cfg]
         if self.sandbox.unsafe:

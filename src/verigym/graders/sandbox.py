@@ -222,7 +222,7 @@ class Sandbox:
             tmpdir = tempfile.TemporaryDirectory(prefix="verigym-unsafe-")
             for rel, content in files.items():
                 write_host_file(tmpdir.name, rel, content)
-            argv, run_cwd = prlimit_argv(limits) + list(cmd), tmpdir.name
+            argv, run_cwd = prlimit_argv(limits, fresh_uid=False) + list(cmd), tmpdir.name
             fds: list[int] = []
         else:
             self.check()
