@@ -54,11 +54,15 @@ class SuiteError(ValueError):
 
 
 def suite_members(name: str) -> tuple[SuiteMember, ...]:
-    """The members of suite ``name``, or a comma-separated list of environment names."""
+    """The members of suite ``name``; a comma-separated list of environments, or one, also works."""
     if name in SUITES:
         return SUITES[name]
     if "," in name:
         return tuple((n.strip(), {}) for n in name.split(",") if n.strip())
+    from verigym.envs.registry import list_envs
+
+    if name in list_envs():
+        return ((name, {}),)
     raise SuiteError(
         f"unknown suite {name!r}; known suites: {', '.join(SUITES)} (or a comma-separated env list)"
     )
