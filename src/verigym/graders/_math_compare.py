@@ -106,23 +106,41 @@ def _points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
     return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
 
 
+def _value_at(e: Any, pt: dict[Any, float]) -> Any:
+    try:
+        v = e.evalf(20, subs=pt)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    return v if v.is_number and v.is_finite else None
+
+
+def _agree(va: Any, vb: Any) -> bool:
+    scale = max(abs(va), abs(vb))
+    return bool(scale == 0 or abs(va - vb) <= 1e-8 * scale)
+
+
 def _sample(a: Any, b: Any, syms: list[Any]) -> bool | None:
     """Numeric identity test of ``a`` and ``b``: True/False, or None when it cannot evaluate.
-    Values stay sympy numbers, so tiny magnitudes are compared, not flushed to zero."""
+
+    Equal at 6 random positive points (the usual domain of answers: sqrt(1/n) = 1/sqrt(n)), and
+    not different at negative points where both sides are real (|x| is not x). Values stay sympy
+    numbers, so tiny magnitudes are compared, not flushed to zero."""
     seen = 0
     for pt in _points(syms, 6, 1234):
-        try:
-            va, vb = a.evalf(20, subs=pt), b.evalf(20, subs=pt)
-            if not (va.is_number and vb.is_number and va.is_finite and vb.is_finite):
-                continue
-            scale = max(abs(va), abs(vb))
-            same = scale == 0 or bool(abs(va - vb) <= 1e-8 * scale)
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        va, vb = _value_at(a, pt), _value_at(b, pt)
+        if va is None or vb is None:
             continue
-        if not same:
+        if not _agree(va, vb):
             return False
         seen += 1
-    return True if seen >= 3 else None
+    if seen < 3:
+        return None
+    for pt in _points(syms, 3, 4321):
+        neg = {s: -v for s, v in pt.items()}
+        va, vb = _value_at(a, neg), _value_at(b, neg)
+        if va is not None and vb is not None and va.is_real and vb.is_real and not _agree(va, vb):
+            return False
+    return True
 
 
 def _rename(g: Any, p: Any) -> Any:
@@ -234,9 +252,17 @@ def _eqn_eq(g: Eqn, p: Value) -> bool:
         # "xy = 6" answered "6/x": the answer, put in for a variable, satisfies the equation.
         d = g.lhs - g.rhs
         for y in sorted(d.free_symbols - p.expr.free_symbols, key=str):
-            if _satisfies(g.lhs, g.rhs, y, p.expr):
+            if _linear_in(d, y) and _satisfies(g.lhs, g.rhs, y, p.expr):
                 return True
     return False
+
+
+def _linear_in(d: Any, var: Any) -> bool:
+    """The equation ``d = 0`` fixes ``var`` uniquely (degree 1): ``x^2 + y^2 = 1`` does not."""
+    try:
+        return bool(d.is_polynomial(var) and sympy.degree(d, var) == 1)
+    except (sympy.PolynomialError, TypeError, ValueError):
+        return False
 
 
 def _satisfies(lhs: Any, rhs: Any, var: Any, value: Any) -> bool:
@@ -254,6 +280,8 @@ def _solves(eq: Eqn, named: Eqn) -> bool:
         return False
     d = eq.lhs - eq.rhs
     if named.lhs not in d.free_symbols or named.lhs in named.value.expr.free_symbols:
+        return False
+    if not _linear_in(d, named.lhs):
         return False
     rest = d.xreplace({named.lhs: named.value.expr})
     if rest == 0:

@@ -200,7 +200,7 @@ def _parse_item(s: str) -> Value:
     s = re.sub(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", "", s)  # "Sequence 1: ..." / "Paolo: 18"
     if re.fullmatch(r"\d{1,2}:\d{2}", s):
         return Text(s)  # a time of day, not a ratio
-    if "\\pm" in s or "\\mp" in s:
+    if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{"):  # a set literal expands item by item
         variants = _expand_pm(s)
         if len(variants) > 1:
             return Group(tuple(_parse_item(v) for v in variants), pm=True)
