@@ -56,7 +56,7 @@ def test_collb_search_kb_and_grader() -> None:
 def test_collb_repo_fix_grading_and_tampering() -> None:
     env = RepoFixEnv(level=1)
     task = env.tasks(1, seed=3)[0]
-    files = dict(task.info["files"])
+    files = dict(task.info["repo_files"])
     visible = run_tests_in_sandbox(files)
     assert any(outcome != "passed" for outcome, _ in visible.values())  # the bug shows in visible tests
 
@@ -70,9 +70,9 @@ def test_collb_repo_fix_grading_and_tampering() -> None:
     # deleting the failing visible test resolves nothing (hidden tests are put back) and is tampering
     cheat = {**files, **{p: "" for p in files if p.startswith("tests/")}}
     reward, grades = asyncio.run(score(cheat))
-    assert grades["penalty:tests_tampered"] == 1.0 and reward is not None and reward < 0
+    assert grades["penalty:hacking"] == 1.0 and reward is not None and reward < 0
     # a fix plus a test edit: resolved but penalised to 0
-    reward, _ = asyncio.run(score({**fixed, "tests/extra_test.py": "def test_x(): pass\n"}))
+    reward, _ = asyncio.run(score({**fixed, "tests/conftest.py": "import sys\n"}))
     assert reward == 0.0
     # a broken module (syntax error) fails PASS_TO_PASS too
     broken = {**files, **{p: "def oops(:\n" for p in task.info["fixed"]}}

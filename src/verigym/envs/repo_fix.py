@@ -9,13 +9,14 @@ The repository lives in the episode state (``state["files"]``); ``run_tests`` ru
 *visible* tests, as they currently are in the state, in the bubblewrap sandbox
 (``verigym.graders.sandbox``) with a small runner (no pytest needed inside).
 
-**Graders.** ``resolved``: the final source files with the *original hidden* test files put
-back over whatever the model left in ``tests/`` are run in the sandbox; 1 when every
-FAIL_TO_PASS test (broken by the bug) and every PASS_TO_PASS test (passing before) passes.
-``tests_untouched`` (a ``Penalty``, amount 1): any change to ``tests/`` (edit, new file) or a
-file outside ``mylib/`` and ``tests/`` is tampering; the reward drops by 1. A sandbox that
-cannot start is a grader *error*, never a zero. Test results travel back on a line tagged
-with a per-run random nonce that the code under test never sees in its environment.
+**Graders.** ``resolved`` is ``verigym.graders.swe.swe_grader``: the final files
+(``state["files"]``) with every protected file (tests, conftest, config) reset and the *hidden*
+test files written over them run under pytest in the sandbox; 1 when every FAIL_TO_PASS test
+(broken by the bug) and every PASS_TO_PASS test passes. The penalty is
+``verigym.graders.hacking.hacking_penalty(protected_edits(), deleted_tests())``: writing to a
+test or config file (even if later restored) or deleting a test drops the reward by 1. A sandbox
+that cannot start is a grader *error*, never a zero. ``run_tests`` reads its results from a line
+tagged with a per-run nonce the code under test is not given.
 
 **Difficulty.** ``level`` 1: one module of three functions, the failing call in the report;
 2: two modules; 3: two modules and a report that only names the function.
@@ -36,12 +37,14 @@ from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
 from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
 from verigym.envs.datasets import procedural_tasks
 from verigym.envs.tool import ToolEnv
+from verigym.graders.hacking import deleted_tests, hacking_penalty, protected_edits
 from verigym.graders.sandbox import python_executable, run_sandboxed
+from verigym.graders.swe import swe_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
-from verigym.rubric import Grader, Penalty, Rubric
+from verigym.rubric import Rubric
 from verigym.tools import State, Tool
-from verigym.types import Grade, Message, Task, ToolCall, Trajectory
+from verigym.types import Message, Task, ToolCall
 
 __all__ = ["RUNNER", "RepoFixEnv", "run_tests_in_sandbox"]
 
@@ -175,8 +178,8 @@ class RepoFixEnv(ToolEnv):
         self.test_timeout_s = float(test_timeout_s)
         self._book = TaskBook()
         rubric = Rubric(
-            [Grader(self._resolved, name="resolved", timeout=test_timeout_s + 30)],
-            penalty=Penalty(Grader(_tampered, name="tests_tampered"), amount=1.0),
+            [swe_grader("resolved", timeout_s=test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox)],
+            penalty=hacking_penalty(protected_edits(), deleted_tests(), amount=1.0),
         )
         super().__init__(
             [list_files, read_file, write_file, Tool.from_function(self._run_tests, name="run_tests")],
@@ -187,7 +190,7 @@ class RepoFixEnv(ToolEnv):
         )
 
     def setup_state(self, task: Task) -> dict[str, Any]:
-        return {"files": dict(task.info["files"])}
+        return {"files": dict(task.info["repo_files"])}
 
     def _run_tests(self, state: State) -> str:
         """Run the visible tests in tests/ against the current files and report each failure."""
@@ -198,20 +201,6 @@ class RepoFixEnv(ToolEnv):
         lines = [f"{len(results) - len(bad)} passed, {len(bad)} failed"]
         lines += [f"FAILED {k}: {msg}" for k, (_, msg) in sorted(bad.items())]
         return "\n".join(lines)
-
-    def _resolved(self, task: Task, trajectory: Trajectory) -> Grade:
-        final = dict(trajectory.state.get("files") or task.info["files"])
-        graded = {k: v for k, v in final.items() if not k.startswith("tests/")}
-        graded.update(task.info["hidden_tests"])
-        results = run_tests_in_sandbox(
-            graded, timeout_s=self.test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox
-        )
-        f2p, p2p = task.info["fail_to_pass"], task.info["pass_to_pass"]
-        f2p_ok = [t for t in f2p if results.get(t, ("missing", ""))[0] == "passed"]
-        p2p_ok = [t for t in p2p if results.get(t, ("missing", ""))[0] == "passed"]
-        ok = len(f2p_ok) == len(f2p) and len(p2p_ok) == len(p2p)
-        detail = f"FAIL_TO_PASS {len(f2p_ok)}/{len(f2p)}, PASS_TO_PASS {len(p2p_ok)}/{len(p2p)}"
-        return Grade(score=float(ok), detail=detail)
 
     def _generate(self, rng: random.Random) -> Task:
         modules = sorted(rng.sample(sorted(MODULES), 1 if self.level == 1 else 2))
@@ -263,7 +252,7 @@ class RepoFixEnv(ToolEnv):
             "Do not change the tests. Say briefly what you fixed when you are done."
         )
         info = {
-            "files": files,
+            "repo_files": files,
             "hidden_tests": hidden,
             "fail_to_pass": f2p,
             "pass_to_pass": p2p,
@@ -281,7 +270,7 @@ class RepoFixEnv(ToolEnv):
 
         def solve(task: Task, messages: Sequence[Message]) -> Reply:
             step = sum(1 for m in messages if m.role == "tool")
-            path = next(p for p, text in task.info["fixed"].items() if task.info["files"][p] != text)
+            path = next(p for p, text in task.info["fixed"].items() if task.info["repo_files"][p] != text)
             plan = [
                 ("list_files", {}),
                 ("read_file", {"path": path}),
@@ -306,20 +295,6 @@ class _Raised:
         return False
 
     __hash__ = object.__hash__
-
-
-def _tampered(task: Task, trajectory: Trajectory) -> Grade:
-    """1 when the final files changed a test or wrote outside ``mylib/`` and ``tests/``."""
-    before: dict[str, str] = task.info["files"]
-    after: dict[str, str] = trajectory.state.get("files") or before
-    changed = [
-        p
-        for p in sorted(set(before) | set(after))
-        if (p.startswith("tests/") or not p.startswith("mylib/")) and before.get(p) != after.get(p)
-    ]
-    if changed:
-        return Grade(score=1.0, detail=f"changed outside the package: {', '.join(changed[:5])}")
-    return Grade(score=0.0, detail="tests untouched")
 
 
 _SYSTEM = (
