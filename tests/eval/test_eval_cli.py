@@ -179,14 +179,15 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     assert comparable(a) == comparable(b)
 
 
-def test_ctrl_c_leaves_a_valid_file_and_says_how_to_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_leaves_a_valid_file_and_says_how_to_resume(tmp_path: Path, sig: signal.Signals) -> None:
     with FakeServer(delay_s=0.05) as srv:
         run = tmp_path / "c"
         proc = spawn(
             ENV, "--base-url", srv.url, "--model", "m", "-n", "200", "--concurrency", "2", "--out", str(run)
         )
         wait_for_lines(run / "results.jsonl", 4, proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output
     assert "--resume" in output and str(run) in output and "Traceback" not in output
@@ -237,3 +238,20 @@ def test_existing_results_need_resume_and_resume_keeps_identity(tmp_path: Path) 
         )  # more tasks: only the new ones run
         assert code == 0, out
     assert len(load_records(Path(run) / "results.jsonl")) == 5 and len(srv.requests) == 5
+
+
+def test_no_base_url_uses_the_embedded_default_policy(tmp_path: Path) -> None:
+    run = tmp_path / "d"
+    code, out = cli(
+        "arithmetic", "-n", "2", "-k", "2", "--max-tokens", "4", "--model", "tiny", "--out", str(run)
+    )
+    assert code == 0, out
+    assert "untrained tiny model" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["n_samples"] == 4 and summary["n_errors"] == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["config"]["base_url"] == [] and "tiny" in config["policy"]
+    code, out = cli(
+        "arithmetic", "-n", "1", "--model", str(tmp_path / "no-model-here"), "--out", str(tmp_path / "e")
+    )
+    assert code == 2 and "cannot load the local model" in out

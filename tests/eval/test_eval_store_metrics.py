@@ -115,3 +115,17 @@ def test_prepare_resume_keeps_finished_and_drops_errored(tmp_path: Path) -> None
     assert skip == {("a", 0), ("b", 0)} and len(kept) == 2
     assert [(r.task_id, r.sample_index) for r in load_records(path)] == [("a", 0), ("b", 0)]
     assert prepare_resume(tmp_path / "missing.jsonl") == ([], set())
+
+
+def test_resume_with_group_graders_redoes_whole_groups(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with ResultsWriter(path) as w:
+        for i in range(3):
+            w.write(rec("a", i, 1.0))
+        w.write(rec("b", 0, 1.0))
+        w.write(rec("b", 1, None, error="server"))
+        w.write(rec("b", 2, 1.0))
+    kept, skip = prepare_resume(path, whole_groups_of=3)
+    assert len(kept) == 3
+    assert skip == {("a", 0), ("a", 1), ("a", 2)}
+    assert {r.task_id for r in load_records(path)} == {"a"}

@@ -8,8 +8,10 @@ The command resolves its configuration (defaults < saved config of a resumed run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -179,6 +181,10 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         progress.update(bar, advance=1, rate=stats["n"] / elapsed, reward=reward, errors=stats["errors"])
 
     async def main() -> EvalResult:
+        me = asyncio.current_task()
+        if me is not None:  # SIGTERM stops the run like Ctrl-C: cancel, keep what is written
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
         try:
             if remote:
                 await _check(policy, config)
@@ -204,7 +210,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         result = asyncio.run(main())
     except ConfigError as exc:
         fail(str(exc))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(
             f"[yellow]interrupted:[/] {stats['n']} new samples are saved in {out / 'results.jsonl'}; "
             f"continue with: [bold]verigym eval --out {out} --resume[/]",

@@ -94,7 +94,8 @@ async def evaluate(
     k = config.samples_per_task
     wanted = {(t.id, i) for t in tasks for i in range(k)}
     if resume:
-        _, skip = prepare_resume(path)
+        group = k if env.rubric.has_group_graders else None
+        _, skip = prepare_resume(path, whole_groups_of=group)
         skip &= wanted
     else:
         if path.exists() and path.stat().st_size > 0:

@@ -76,12 +76,22 @@ def write_records(path: str | Path, records: Iterable[Record]) -> None:
     tmp.replace(path)
 
 
-def prepare_resume(path: str | Path) -> tuple[list[Record], set[tuple[str, int]]]:
+def prepare_resume(
+    path: str | Path, *, whole_groups_of: int | None = None
+) -> tuple[list[Record], set[tuple[str, int]]]:
     """Compact ``path`` for a resumed run: returns the kept (finished) records and their keys.
 
-    Errored records are removed so that the run redoes them; a torn last line disappears.
+    Errored records are removed so that the run redoes them; a torn last line disappears. With
+    ``whole_groups_of=k`` (a rubric with group graders) a task is kept only when all its samples
+    ``0..k-1`` finished, so group graders always see a whole group.
     """
     kept = [r for r in latest(load_records(path)).values() if r.error is None]
+    if whole_groups_of is not None:
+        done: dict[str, set[int]] = {}
+        for r in kept:
+            done.setdefault(r.task_id, set()).add(r.sample_index)
+        full = {t for t, idx in done.items() if set(range(whole_groups_of)) <= idx}
+        kept = [r for r in kept if r.task_id in full]
     if Path(path).exists():
         write_records(path, kept)
     return kept, {key(r) for r in kept}
