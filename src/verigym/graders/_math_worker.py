@@ -82,11 +82,15 @@ def _serve() -> None:
 
 class _Worker:
     def __init__(self) -> None:
+        env = dict(os.environ)
+        # The worker imports verigym exactly as this process does (source trees, edited sys.path).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "verigym.graders._math_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env=env,
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout.fileno()
@@ -181,15 +185,17 @@ class WorkerPool:
 
 
 _POOL: WorkerPool | None = None
+_POOL_PID = 0
 _POOL_LOCK = threading.Lock()
 
 
 def default_pool() -> WorkerPool:
-    """The process-wide pool (created on first use, closed at exit)."""
-    global _POOL
+    """The process-wide pool (created on first use, closed at exit). A forked child gets its own:
+    it must not share the parent's pipes."""
+    global _POOL, _POOL_PID
     with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = WorkerPool()
+        if _POOL is None or os.getpid() != _POOL_PID:
+            _POOL, _POOL_PID = WorkerPool(), os.getpid()
             atexit.register(_POOL.close)
         return _POOL
 
