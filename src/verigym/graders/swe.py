@@ -169,7 +169,8 @@ def grade_repo(
     """Grade one repository task (see the module docstring). Give ``files_after`` or ``patch``.
 
     ``forbid_framework_refs``: fail a change whose non-test files newly import pytest, _pytest or
-    pluggy (code under test runs in pytest's process and could rewrite its reports)."""
+    pluggy, inspect their callers' frames or name a hidden test file (the code under test runs in
+    pytest's process and could rewrite its reports or read the expected values)."""
     result = SweResult(
         fail_to_pass=dict.fromkeys(fail_to_pass, "missing"),
         pass_to_pass=dict.fromkeys(pass_to_pass, "missing"),
@@ -185,6 +186,11 @@ def grade_repo(
     tree, result.reset_files, result.removed_files = prepare_tree(
         files_before, files_after, hidden_tests, protected
     )
+    if forbid_framework_refs:
+        touched = framework_refs(files_before, tree, hidden_tests)
+        if touched:
+            result.reason = f"the change reaches into the test run: {', '.join(touched[:3])}"
+            return result
     ids = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
     targets = sorted({i.split("::")[0] for i in ids if i.split("::")[0] in tree})
     args = [
@@ -247,18 +253,27 @@ def grade_repo(
 
 
 _FRAMEWORK = re.compile(
-    r"^\s*(?:import|from)\s+(_pytest|pytest|pluggy)\b|__import__\(\s*['\"](_pytest|pytest|pluggy)", re.M
+    r"^\s*(?:import|from)\s+(_pytest|pytest|pluggy)\b|__import__\(\s*['\"](_pytest|pytest|pluggy)"
+    r"|sys\.modules\s*\[\s*['\"](_pytest|pytest|pluggy)|\b_getframe\b|\.f_back\b|inspect\.(stack|currentframe)\(",
+    re.M,
 )
 
 
-def framework_refs(files_before: Mapping[str, str], tree: Mapping[str, str]) -> list[str]:
-    """Non-test files that import the test framework when the original did not."""
+def framework_refs(
+    files_before: Mapping[str, str], tree: Mapping[str, str], hidden_tests: Mapping[str, str] | None = None
+) -> list[str]:
+    """Changed non-test files that newly reach into the test run: import pytest/_pytest/pluggy,
+    inspect their callers' frames, or name a hidden test file (to read the expected values)."""
+    names = {p.rsplit("/", 1)[-1].removesuffix(".py") for p in (hidden_tests or {})}
     out = []
     for path, text in tree.items():
-        if not path.endswith(".py") or is_test_path(path) or files_before.get(path) == text:
+        old = files_before.get(path, "")
+        if not path.endswith(".py") or is_test_path(path) or old == text:
             continue
-        if _FRAMEWORK.search(text) and not _FRAMEWORK.search(files_before.get(path, "")):
-            out.append(path)
+        new_refs = set(_FRAMEWORK.findall(text)) - set(_FRAMEWORK.findall(old))
+        reads = [n for n in names if n and n in text and n not in old]
+        if new_refs or reads:
+            out.append(path + (f" (names {reads[0]})" if reads else ""))
     return sorted(out)
 
 
