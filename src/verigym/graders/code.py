@@ -10,13 +10,19 @@ runs once per case on the given stdin and its output is compared strictly (line-
 whitespace ignored), exactly, or token-wise with an explicit float tolerance.
 
 Whatever the candidate causes (crash, timeout, resource limit, killed runner) fails the case with
-its reason; only the grader's own infrastructure (no sandbox) gives an errored grade.
+its reason; only the grader's own infrastructure (no sandbox) gives an errored grade. One sandbox
+(a fresh worker, possibly started ahead of time by a warm pool, never reused) serves all the
+cases of one candidate; each case runs in a forked child with its own CPU and wall-clock limit.
 
 ``Task.info`` keys read by :func:`code_grader`:
 
 - ``entry_point`` (str, ``"f, g"`` or a list of names) and ``tests`` (str): Python source whose
-  top-level ``assert`` statements call the entry point(s) (or HumanEval style: ``def check(candidate)`` whose asserts are the cases);
-  other top-level statements (imports, helpers, constants) are setup, run once, outside the sandbox.
+  top-level ``assert`` statements call the entry point(s) (or HumanEval style: the asserts of
+  ``def check(candidate)``); other top-level statements (imports, helpers, constants) are setup,
+  run once, outside the sandbox. The tests are the task author's trusted code; arguments and
+  results must be plain data (a candidate returning e.g. a generator fails that case), a
+  candidate's built-in exception (``ValueError``...) is re-raised in the tests, and in-place
+  mutation of an argument is not seen by the tests (each call runs in its own forked process).
 - ``io_tests``: list of ``{"stdin": str, "stdout": str}`` for stdin/stdout problems.
 - optional ``float_tol`` (float), ``exact_output`` (bool), ``timeout_s`` (per case, float).
 
