@@ -164,7 +164,8 @@ class _Handler:
             i, tok = item
             ids[i].append(tok)
             text = self.policy.tokenizer.decode(ids[i], skip_special_tokens=True).rstrip("\ufffd")
-            safe = text[: len(text) - hold] if hold else text
+            cuts = [text.find(s) for s in specs[i].stop if s in text]
+            safe = text[: min(cuts)] if cuts else text[: len(text) - hold] if hold else text
             if parse and "<" in safe:
                 safe = safe[: safe.index("<")]
             if len(safe) > len(sent[i]) and safe.startswith(sent[i]):

@@ -1,0 +1,217 @@
+"""`verigym serve` against the official openai client: chat, completions, n, logprobs, stream, stops,
+token ids, errors as OpenAI-style 4xx, LoRA over HTTP, micro-batching, and the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from verigym.policies._chat import encode_chat
+from verigym.policies.local import LocalPolicy
+from verigym.serve import RunningServer
+from verigym.types import Message, Sampling
+
+USER = [{"role": "user", "content": "12+34="}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_dir: Path) -> Iterator[tuple[RunningServer, LocalPolicy]]:
+    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu")
+    with RunningServer(policy, name="tiny") as srv:
+        yield srv, policy
+
+
+@pytest.fixture(scope="module")
+def client(server: tuple[RunningServer, LocalPolicy]) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server[0].url, api_key="none", max_retries=0)
+
+
+def test_chat_returns_text_token_ids_and_logprobs(
+    server: tuple[RunningServer, LocalPolicy], client: openai.OpenAI
+) -> None:
+    _, policy = server
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    r = client.chat.completions.create(
+        model="tiny",
+        messages=USER,
+        n=3,
+        max_tokens=12,
+        seed=7,
+        logprobs=True,
+        top_logprobs=2,  # type: ignore[arg-type]
+    )
+    assert len(r.choices) == 3 and r.usage is not None
+    assert r.model_extra is not None and r.model_extra["prompt_token_ids"] == encode_chat(
+        policy.tokenizer, USER
+    )
+    assert r.usage.prompt_tokens == len(r.model_extra["prompt_token_ids"])
+    total = 0
+    for choice in r.choices:
+        ids = (choice.model_extra or {})["token_ids"]
+        total += len(ids)
+        assert policy.tokenizer.decode(ids, skip_special_tokens=True) == (choice.message.content or "")
+        assert choice.logprobs is not None and choice.logprobs.content is not None
+        assert len(choice.logprobs.content) == len(ids)
+        assert all(len(t.top_logprobs) == 2 for t in choice.logprobs.content)
+        assert choice.finish_reason in ("stop", "length")
+    assert r.usage.completion_tokens == total
+    again = client.chat.completions.create(model="tiny", messages=USER, n=3, max_tokens=12, seed=7)  # type: ignore[arg-type]
+    assert [c.message.content for c in again.choices] == [c.message.content for c in r.choices]
+    local = policy.generate([[Message(role="user", content="12+34=")]], Sampling(max_tokens=12), seeds=[8])[0]
+    assert list(local.completion_token_ids or ()) == (r.choices[1].model_extra or {})["token_ids"]
+
+
+def test_stream_and_stop_and_completions(client: openai.OpenAI) -> None:
+    full = client.chat.completions.create(model="tiny", messages=USER, max_tokens=20, seed=3)  # type: ignore[arg-type]
+    text = full.choices[0].message.content or ""
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=USER,
+        max_tokens=20,
+        seed=3,
+        stream=True,
+        stream_options={"include_usage": True},  # type: ignore[arg-type]
+    )
+    chunks = list(stream)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text and len([c for c in chunks if c.choices]) > 2
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == full.usage.completion_tokens  # type: ignore[union-attr]
+    assert len(text) >= 4
+    stop = text[2:4]
+    cut = client.chat.completions.create(model="tiny", messages=USER, max_tokens=20, seed=3, stop=[stop])  # type: ignore[arg-type]
+    assert (
+        cut.choices[0].message.content == text[: text.find(stop)] and cut.choices[0].finish_reason == "stop"
+    )
+    cut_stream = client.chat.completions.create(
+        model="tiny", messages=USER, max_tokens=20, seed=3, stop=[stop], stream=True
+    )  # type: ignore[arg-type]
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in cut_stream if c.choices) == text[: text.find(stop)]
+    )
+    comp = client.completions.create(
+        model="tiny", prompt=["1+1=", "2+2="], max_tokens=6, n=2, logprobs=3, seed=1
+    )
+    assert len(comp.choices) == 4
+    lp = comp.choices[0].logprobs
+    assert lp is not None and lp.tokens is not None and lp.top_logprobs is not None
+    assert "".join(lp.tokens).startswith(comp.choices[0].text) and len(lp.top_logprobs[0]) == 3
+
+
+def test_bad_requests_get_openai_style_4xx(
+    server: tuple[RunningServer, LocalPolicy], client: openai.OpenAI
+) -> None:
+    with pytest.raises(openai.NotFoundError) as nf:
+        client.chat.completions.create(model="nope", messages=USER)  # type: ignore[arg-type]
+    assert nf.value.body["code"] == "model_not_found"  # type: ignore[index]
+    for bad in ({"max_tokens": -1}, {"temperature": -1.0}, {"top_p": 0.0}, {"messages": []}, {"n": 0}):
+        kwargs = {"model": "tiny", "messages": USER, **bad}
+        with pytest.raises(openai.BadRequestError) as br:
+            client.chat.completions.create(**kwargs)  # type: ignore[call-overload]
+        assert br.value.status_code == 400 and br.value.body["type"] == "invalid_request_error"  # type: ignore[index]
+    url = server[0].url
+    for body in (b"{not json", b"[]", b'{"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]}'):
+        r = httpx.post(f"{url}/chat/completions", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "message" in r.json()["error"]
+    r = httpx.post(f"{url}/completions", json={"model": "tiny", "prompt": [99999], "max_tokens": 2})
+    assert r.status_code == 400
+    long_prompt = [{"role": "user", "content": "7" * 3000}]
+    r = httpx.post(f"{url}/chat/completions", json={"model": "tiny", "messages": long_prompt})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length"
+    assert httpx.get(f"{url}/nothing").status_code == 404
+    assert httpx.get(url.removesuffix("/v1") + "/health").json() == {"status": "ok"}
+
+
+def test_lora_load_and_unload_over_http(
+    server: tuple[RunningServer, LocalPolicy], client: openai.OpenAI, adapter_dir: Path
+) -> None:
+    url = server[0].url
+    args = {"messages": USER, "max_tokens": 10, "seed": 5, "logprobs": True}
+
+    def logprobs(model: str) -> list[float]:
+        r = client.chat.completions.create(model=model, **args)  # type: ignore[call-overload]
+        return [t.logprob for t in r.choices[0].logprobs.content]
+
+    base = logprobs("tiny")
+    r = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "ft", "lora_path": str(adapter_dir)})
+    assert r.status_code == 200, r.text
+    assert {m.id for m in client.models.list().data} == {"tiny", "ft"}
+    tuned = logprobs("ft")
+    assert max(abs(a - b) for a, b in zip(base, tuned, strict=False)) > 1e-3
+    assert logprobs("tiny") == pytest.approx(base, abs=1e-5)
+    r = httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "ft"})
+    assert r.status_code == 200
+    with pytest.raises(openai.NotFoundError):
+        logprobs("ft")
+    assert logprobs("tiny") == pytest.approx(base, abs=1e-5)
+    bad = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "x", "lora_path": "/no/such/adapter"})
+    assert bad.status_code == 404 and bad.json()["error"]["message"]
+    assert httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "ft"}).status_code == 404
+
+
+async def test_concurrent_requests_are_micro_batched(server: tuple[RunningServer, LocalPolicy]) -> None:
+    srv, policy = server
+    aclient = openai.AsyncOpenAI(base_url=srv.url, api_key="none", max_retries=0)
+    before = policy.passes
+    results = await asyncio.gather(
+        *(
+            aclient.chat.completions.create(model="tiny", messages=USER, max_tokens=8, seed=i)
+            for i in range(24)
+        )  # type: ignore[arg-type]
+    )
+    assert len(results) == 24
+    assert policy.passes - before < 12  # many requests shared each generation pass
+    await aclient.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verigym", "serve", str(tiny_dir), "--port", str(port), "--name", "m"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        r = c.chat.completions.create(model="m", messages=USER, max_tokens=5, logprobs=True)  # type: ignore[arg-type]
+        assert len((r.choices[0].model_extra or {})["token_ids"]) == r.usage.completion_tokens  # type: ignore[union-attr]
+        assert r.choices[0].logprobs is not None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = str(held.getsockname()[1])
+        busy = subprocess.run(
+            [sys.executable, "-m", "verigym", "serve", str(tiny_dir), "--port", taken],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert busy.returncode == 2 and f"--port {taken}" in busy.stderr + busy.stdout
