@@ -207,6 +207,8 @@ def _unanchored(text: str, question: str | None) -> Extraction:
     end, cand = cands[-1]
     cand = cand.strip()
     sentence = re.split(r"(?<=[.!?])\s|\n", text[:end])[-1]
+    if re.search(r"\d\$?\s*(?:,\s*)?\bor\b\s*\$?-?\d", sentence + text[end : end + 40].split("\n")[0]):
+        return Extraction(None, "hedged: several values joined by 'or'")
     if _in_question(cand, question):
         return Extraction(None, "restates the question")
     cue = _CUES.search(sentence)
