@@ -142,3 +142,11 @@ def test_each_candidate_gets_a_fresh_sandbox() -> None:
     assert not first.all_passed
     for _ in range(3):  # the warm pool hands out a new worker each time, never a used one
         assert run_function_tests(reader, "assert f() is False\n", "f").all_passed
+
+
+def test_in_place_changes_to_arguments_reach_the_tests() -> None:
+    tests = "xs = [3, 1, 2]\nsort_it(xs)\nassert xs == [1, 2, 3]\nd = {}\nsort_it([2, 1], d)\nassert d == {'n': 2}\n"
+    good = "def sort_it(xs, stats=None):\n    xs.sort()\n    if stats is not None:\n        stats['n'] = len(xs)\n"
+    bad = "def sort_it(xs, stats=None):\n    return sorted(xs)\n"
+    assert run_function_tests(good, tests, "sort_it").all_passed
+    assert not run_function_tests(bad, tests, "sort_it").all_passed

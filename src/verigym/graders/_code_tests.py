@@ -50,7 +50,7 @@ class _Proxy:
             raise TaskTestsError(f"the tests pass an argument that is not plain data: {exc}") from None
         self._counter.calls += 1
         try:
-            value = self._call(payload)
+            reply = self._call(payload)
         except CandidateFailure as failure:
             name, _, msg = failure.error.partition(": ")
             exc_type = getattr(builtins, name, None) if failure.error else None
@@ -58,9 +58,23 @@ class _Proxy:
                 raise exc_type(msg) from None  # lets tests that expect e.g. ValueError work
             raise
         try:
-            return decode(value)
+            value = decode(reply.get("value"))
+            after = decode(reply["args_after"]) if "args_after" in reply else None
         except (CodecError, ValueError, RecursionError) as exc:
             raise CandidateFailure(f"unsupported result: {exc}") from None
+        if isinstance(after, list) and len(after) == len(args):
+            for arg, new in zip(args, after, strict=True):
+                _copy_into(arg, new)
+        return value
+
+
+def _copy_into(arg: Any, new: Any) -> None:
+    """Mirror an in-place change the candidate made to a mutable argument."""
+    if type(arg) is list and type(new) is list:
+        arg[:] = new
+    elif type(arg) in (dict, set) and type(new) is type(arg):
+        arg.clear()
+        arg.update(new)
 
 
 def _split(tests: str, entries: list[str]) -> tuple[list[ast.stmt], list[ast.Assert], dict[str, str]]:

@@ -120,6 +120,11 @@ def _call(fn: Any, msg: dict[str, Any], cpu: int, limit: int, proto: tuple[int, 
             args, kwargs = decode(msg["args"]), decode(msg["kwargs"])
             try:
                 reply: dict[str, Any] = {"ok": True, "value": encode(fn(*args, **kwargs))}
+                if any(isinstance(a, list | dict | set) for a in args):
+                    try:  # noqa: SIM105 (in-place changes to arguments, for tests that check them)
+                        reply["args_after"] = encode(args)
+                    except (CodecError, RecursionError):
+                        pass
             except CodecError as exc:
                 reply = {"ok": False, "error": f"unsupported result: {exc}"}
             except BaseException as exc:

@@ -22,7 +22,7 @@ cases of one candidate; each case runs in a forked child with its own CPU and wa
   run once, outside the sandbox. The tests are the task author's trusted code; arguments and
   results must be plain data (a candidate returning e.g. a generator fails that case), a
   candidate's built-in exception (``ValueError``...) is re-raised in the tests, and in-place
-  mutation of an argument is not seen by the tests (each call runs in its own forked process).
+  changes to list/dict/set arguments are copied back to the tests' objects after each call.
 - ``io_tests``: list of ``{"stdin": str, "stdout": str}`` for stdin/stdout problems.
 - optional ``float_tol`` (float), ``exact_output`` (bool), ``timeout_s`` (per case, float).
 
@@ -166,7 +166,7 @@ def run_function_tests(
             reply = ses.run_case({"op": "call", **payload}, timeout_s)
             if not reply.ok:
                 raise CandidateFailure(reply.reason or "the call failed", reply.data.get("error", ""))
-            return reply.data.get("value")
+            return reply.data
 
         cases = evaluate_asserts(tests, entries, call, stop_on_fail=stop_on_fail)
         return CodeResult(cases=cases, events=list(ses.events), wall_s=time.monotonic() - start)
