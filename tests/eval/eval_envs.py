@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.envs.base import SingleTurnEnv
+from verigym.envs.tool import ToolEnv
 from verigym.rubric import Grader, GroupGrader, Rubric
 from verigym.types import Message, Task, Trajectory
 
@@ -61,3 +62,25 @@ class AddEnv(SingleTurnEnv):
                     f"{self.path}:{line_no}: expected a JSON object with id, q, a ({exc})"
                 ) from None
         return out[:n]
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    return a + b
+
+
+class AddToolEnv(ToolEnv):
+    """AddEnv's tasks with an ``add`` tool offered."""
+
+    name = "add-tools"
+
+    def __init__(self) -> None:
+        super().__init__([add], rubric=Rubric([Grader(correct, name="correct")]), max_turns=3)
+
+    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        return AddEnv().tasks(n, seed=seed, split=split)

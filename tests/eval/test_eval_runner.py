@@ -192,3 +192,31 @@ async def test_callback_failure_cancels_the_rest() -> None:
         )
     await asyncio.sleep(0.01)
     assert len(policy.seeds) < 20 and policy.live == 0
+
+
+async def test_invalid_tool_call_json_is_answered_by_the_tool_env() -> None:
+    from eval_envs import AddToolEnv
+    from eval_fakeserver import FakeServer
+
+    from verigym.policies.openai import OpenAIPolicy
+
+    env = AddToolEnv()
+    with FakeServer(lambda body, attempt: "badargs" if len(body["messages"]) == 1 else None) as srv:  # type: ignore[arg-type]
+        policy = OpenAIPolicy("m", [srv.url])
+        records = await run_rollouts(
+            env,
+            policy,
+            env.tasks(4),
+            samples_per_task=1,
+            sampling=Sampling(seed=1),
+            concurrency=4,
+            env_name="t",
+            model_name="m",
+        )
+        await policy.aclose()
+    assert srv.requests[0]["tools"][0]["function"]["name"] == "add"
+    for r in records:
+        assert r.error is None and r.score.reward is not None
+        tool_msgs = [m for m in r.trajectory.messages if m.role == "tool"]
+        assert len(tool_msgs) == 1 and "JSON" in tool_msgs[0].content
+        assert r.trajectory.messages[1].tool_calls[0].arguments == '{"a": 1,'

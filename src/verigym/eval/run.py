@@ -17,7 +17,6 @@ from typing import Any
 from verigym.envs.base import Environment
 from verigym.eval.config import ConfigError, EvalConfig, write_config_json
 from verigym.eval.metrics import summarize
-from verigym.eval.report import write_report
 from verigym.eval.store import ResultsWriter, latest, load_records, prepare_resume
 from verigym.policies.base import Policy
 from verigym.runner import run_rollouts
@@ -63,6 +62,8 @@ def finish(
         seed=config.seed,
     )
     summary["n_expected"] = len(tasks) * k
+    from verigym.eval.report import write_report  # matplotlib: imported when the report is written
+
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     tmp.replace(out / "summary.json")

@@ -17,7 +17,6 @@ import json
 from typing import Any, Protocol
 
 import aiohttp
-import openai
 
 from verigym.policies._openai_wire import classify_status
 
@@ -75,6 +74,8 @@ class SdkTransport:
     """The ``openai`` SDK's ``AsyncOpenAI`` on its httpx client or its aiohttp client."""
 
     def __init__(self, url: str, api_key: str, timeout: float, http: str) -> None:
+        import openai  # slow to import: only when this transport is chosen
+
         self.url = url
         client: Any = (
             openai.DefaultAioHttpClient(timeout=timeout)
@@ -90,6 +91,8 @@ class SdkTransport:
         return json.loads(raw)
 
     async def models(self, timeout: float) -> list[str]:
+        import openai
+
         try:
             page = await self._client.models.list(timeout=timeout)
         except openai.APIStatusError as exc:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import email.utils
 import json
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
-import openai
 
 from verigym.policies.base import PolicyError
 from verigym.types import Completion, Message, Sampling, ToolCall, Usage
@@ -197,6 +197,9 @@ def classify(exc: BaseException, url: str) -> tuple[PolicyError, float | None]:
         return exc, exc.retry_after
     if isinstance(exc, PolicyError):
         return exc, None
+    openai: Any = sys.modules.get("openai")  # only the SDK transport imports it (slow to import)
+    if openai is None:
+        return _classify_plain(exc, url)
     if isinstance(exc, openai.APIStatusError):
         headers = exc.response.headers if exc.response is not None else None
         error = classify_status(exc.status_code, headers, exc.body, url)
@@ -212,5 +215,17 @@ def classify(exc: BaseException, url: str) -> tuple[PolicyError, float | None]:
             "connection", f"connection to {url} failed: {exc.__cause__ or exc}", retryable=True
         ), None
     if isinstance(exc, openai.APIResponseValidationError | ValueError):  # includes JSONDecodeError
+        return PolicyError("bad_response", f"{url} sent an unreadable response: {exc}", retryable=True), None
+    return PolicyError("client", f"{type(exc).__name__}: {exc}"), None
+
+
+def _classify_plain(exc: BaseException, url: str) -> tuple[PolicyError, float | None]:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return PolicyError("connection", f"cannot reach {url}: {exc}", retryable=True), None
+    if isinstance(exc, TimeoutError):
+        return PolicyError("timeout", f"request to {url} timed out", retryable=True), None
+    if isinstance(exc, aiohttp.ClientError):
+        return PolicyError("connection", f"connection to {url} failed: {exc}", retryable=True), None
+    if isinstance(exc, ValueError):
         return PolicyError("bad_response", f"{url} sent an unreadable response: {exc}", retryable=True), None
     return PolicyError("client", f"{type(exc).__name__}: {exc}"), None
