@@ -151,16 +151,26 @@ def dumps(obj: Any) -> bytes:
     return str(_ENCODER(obj)).encode()
 
 
-def write_raw(fd: int, body: bytes) -> None:
-    """Send one length-prefixed frame whose body is already serialised."""
+def write_raw(fd: int, body: bytes, deadline: float | None = None) -> None:
+    """Send one length-prefixed frame whose body is already serialised; with a ``deadline`` the
+    descriptor must be non-blocking and ``TimeoutError`` is raised when the reader stalls."""
     view = memoryview(struct.pack(">I", len(body)) + body)
     while view:
-        view = view[os.write(fd, view) :]
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise TimeoutError
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+        else:
+            view = view[os.write(fd, view) :]
 
 
-def write_frame(fd: int, obj: Any, *, fmt: str = "json") -> None:
+def write_frame(fd: int, obj: Any, *, fmt: str = "json", deadline: float | None = None) -> None:
     """Send one frame: JSON (what the sandbox says) or marshal (what the trusted grader says)."""
-    write_raw(fd, marshal.dumps(obj) if fmt == "marshal" else dumps(obj))
+    write_raw(fd, marshal.dumps(obj) if fmt == "marshal" else dumps(obj), deadline)
 
 
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:

@@ -233,7 +233,12 @@ class WorkerSession:
     def _exchange(self, msg: dict[str, Any], wait_s: float) -> CaseReply:
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            write_frame(self.proc.stdin.fileno(), msg, fmt="marshal")
+            fd = self.proc.stdin.fileno()
+            os.set_blocking(fd, False)
+            write_frame(fd, msg, fmt="marshal", deadline=time.monotonic() + wait_s)
+        except TimeoutError:
+            self.close()
+            return CaseReply(ok=False, reason=f"timeout: the runner took no input for {wait_s:g}s")
         except OSError:
             self.close()
             return CaseReply(ok=False, reason="the candidate's process died before the case started")
@@ -267,6 +272,8 @@ def _stderr(proc: subprocess.Popen[bytes]) -> str:
         except (OSError, subprocess.TimeoutExpired):
             pass
     try:
-        return proc.stderr.read(2000).decode(errors="replace").strip()
+        fd = proc.stderr.fileno()
+        os.set_blocking(fd, False)  # a leftover process may hold the pipe open
+        return os.read(fd, 4000).decode(errors="replace").strip()
     except (OSError, ValueError):
         return ""
