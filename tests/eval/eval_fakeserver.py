@@ -111,6 +111,8 @@ class FakeServer:
         self.attempts[key] += 1
         if self.strict and "return_token_ids" in body:
             return _error(400, "Unrecognized request argument supplied: return_token_ids")
+        if self.strict and "max_tokens" in body:
+            return _error(400, "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens' instead.")
         fault = self.plan(body, attempt) if self.plan else None
         if fault == "500":
             return _error(500, "internal error (injected)")

@@ -48,15 +48,16 @@ async def test_vllm_token_ids_and_logprobs(transport: str) -> None:
     )
 
 
-async def test_server_rejecting_token_ids_is_asked_again_without() -> None:
+async def test_server_rejecting_token_ids_or_max_tokens_is_asked_again() -> None:
     with FakeServer(strict=True) as srv:
         policy = OpenAIPolicy("m", [srv.url], **FAST)
         a = await policy.complete(ASK, sampling=Sampling(seed=1))
         b = await policy.complete(ASK, sampling=Sampling(seed=2))
         await policy.aclose()
     assert a.text and b.text and not a.token_ids_exact
-    assert len(srv.requests) == 3  # one rejection, then never again
-    assert "return_token_ids" not in srv.requests[-1]
+    assert len(srv.requests) == 4  # two rejections, then never again
+    assert "return_token_ids" not in srv.requests[-1] and "max_tokens" not in srv.requests[-1]
+    assert srv.requests[-1]["max_completion_tokens"] == 512
 
 
 async def test_complete_n_and_sample() -> None:

@@ -7,7 +7,8 @@
   retries run out a ``PolicyError`` is raised, which harnesses record as an error (never a 0).
 - Token ids: vLLM returns them when asked (``return_token_ids``); the completion then has
   ``token_ids_exact=True``. A server that rejects the field is asked again without it, and its
-  completions carry no ids (``token_ids_exact=False``) — nothing is re-tokenized.
+  completions carry no ids (``token_ids_exact=False``) — nothing is re-tokenized. Likewise a
+  server that asks for ``max_completion_tokens`` instead of ``max_tokens`` gets it.
 - Transports (``transport=``): ``"aiohttp"`` (default) speaks the OpenAI wire format over an
   ``aiohttp`` session; ``"sdk"`` is the ``openai`` SDK's ``AsyncOpenAI`` on its aiohttp client and
   ``"sdk-httpx"`` on its default httpx client. ``benchmarks/eval_overhead.py`` picks the default
@@ -42,6 +43,7 @@ class _Endpoint:
     wire: _Wire | None = None
     load: int = 0
     token_ids: bool = True
+    completion_tokens_field: bool = False  # the server wants max_completion_tokens, not max_tokens
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
 
 
@@ -128,6 +130,9 @@ class OpenAIPolicy:
     async def _send(self, endpoint: _Endpoint, body: dict[str, Any]) -> Any:
         if endpoint.token_ids:
             body = {**body, "return_token_ids": True}
+        if endpoint.completion_tokens_field and "max_tokens" in body:
+            body = {**body, "max_completion_tokens": body["max_tokens"]}
+            del body["max_tokens"]
         wire = self._wire(endpoint)
         endpoint.load += 1
         try:
@@ -157,6 +162,13 @@ class OpenAIPolicy:
                 error, hint = classify(exc, endpoint.url)
             if error.kind == "bad_request" and endpoint.token_ids and "return_token_ids" in str(error):
                 endpoint.token_ids = False  # this server does not offer token ids: ask without
+                continue
+            if (
+                error.kind == "bad_request"
+                and not endpoint.completion_tokens_field
+                and "max_completion_tokens" in str(error)
+            ):
+                endpoint.completion_tokens_field = True  # newer OpenAI models reject max_tokens
                 continue
             if not error.retryable or attempt >= self.max_retries:
                 if attempt:
