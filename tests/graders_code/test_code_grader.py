@@ -150,3 +150,12 @@ def test_in_place_changes_to_arguments_reach_the_tests() -> None:
     bad = "def sort_it(xs, stats=None):\n    return sorted(xs)\n"
     assert run_function_tests(good, tests, "sort_it").all_passed
     assert not run_function_tests(bad, tests, "sort_it").all_passed
+
+
+def test_python_path_makes_installed_packages_importable() -> None:
+    from verigym.graders.sandbox import site_packages
+
+    code = "import numpy as np\ndef norm(v):\n    return float(np.linalg.norm(np.array(v)))\n"
+    tests = "assert abs(norm([3, 4]) - 5.0) < 1e-12\n"
+    assert not run_function_tests(code, tests, "norm").all_passed  # stdlib only by default
+    assert run_function_tests(code, tests, "norm", python_path=[site_packages()]).all_passed

@@ -122,7 +122,9 @@ class WorkerSession:
             "RLIMIT_NOFILE": lim.max_open_files,
             "RLIMIT_CPU": total_cpu,
         }
-        cfg = marshal.dumps({"rlimits": rlimits, "uid": None if self.sandbox.unsafe else random_uid()}).hex()
+        uid = None if self.sandbox.unsafe else random_uid()
+        path = self.sandbox.python_path_inside()
+        cfg = marshal.dumps({"rlimits": rlimits, "uid": uid, "path": path}).hex()
         cmd = [self.python, "-S", "-I", "-B", "-c", _BOOT, worker_code(self.python), cfg]
         if self.sandbox.unsafe:
             return cmd, []

@@ -227,6 +227,7 @@ def main() -> None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
+    sys.path[:0] = list(cfg.get("path", []))
     proto = (os.dup(0), os.dup(1))
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):

@@ -143,6 +143,7 @@ def run_function_tests(
     max_output_bytes: int = 1_000_000,
     stop_on_fail: bool = False,
     unsafe_no_sandbox: bool = False,
+    python_path: Sequence[str] = (),
     sandbox: Sandbox | None = None,
 ) -> CodeResult:
     """Run every assert of ``tests`` against ``code``'s ``entry_point``; one sandbox per candidate.
@@ -153,7 +154,7 @@ def run_function_tests(
     from verigym.graders._code_session import WorkerSession
 
     start = time.monotonic()
-    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
     limits = _limits(timeout_s, memory_mb, max_output_bytes)
     entries = entry_points(entry_point)
     with WorkerSession(code, mode="function", entry_point=entries, limits=limits, sandbox=box) as ses:
@@ -224,13 +225,14 @@ def run_io_tests(
     max_output_bytes: int = 1_000_000,
     stop_on_fail: bool = False,
     unsafe_no_sandbox: bool = False,
+    python_path: Sequence[str] = (),
     sandbox: Sandbox | None = None,
 ) -> CodeResult:
     """Run the program once per ``{"stdin", "stdout"}`` case and compare its output."""
     from verigym.graders._code_session import WorkerSession
 
     start = time.monotonic()
-    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+    box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
     limits = _limits(timeout_s, memory_mb, max_output_bytes)
     cases: list[CaseResult] = []
     with WorkerSession(code, mode="io", limits=limits, sandbox=box) as ses:
@@ -273,13 +275,15 @@ def code_grader(
     total_timeout_s: float = 60.0,
     memory_mb: int = 1024,
     unsafe_no_sandbox: bool = False,
+    python_path: Sequence[str] = (),
 ) -> Grader:
     """A ``Grader`` scoring the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when
-    all pass (``mode="all"``). Sandbox events (e.g. network attempts) are appended to
+    all pass (``mode="all"``). ``python_path``: extra importable directories for candidates (e.g.
+    ``[verigym.graders.sandbox.site_packages()]`` to allow numpy). Sandbox events (e.g. network attempts) are appended to
     ``trajectory.state["sandbox_events"]`` for the anti-hacking detectors."""
     if mode not in ("fraction", "all"):
         raise ValueError(f"code_grader mode must be 'fraction' or 'all', got {mode!r}")
-    box = Sandbox(unsafe_no_sandbox=unsafe_no_sandbox)
+    box = Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
 
     def grade(task: Task, trajectory: Trajectory) -> Grade:
         info = task.info

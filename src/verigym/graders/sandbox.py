@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -49,10 +50,16 @@ __all__ = [
     "python_executable",
     "random_uid",
     "run_sandboxed",
+    "site_packages",
 ]
 
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+
+
+def site_packages() -> str:
+    """The grader environment's site-packages, for ``Sandbox(python_path=[site_packages()])``."""
+    return sysconfig.get_paths()["purelib"]
 
 
 def python_executable() -> str:
@@ -74,6 +81,9 @@ class Sandbox:
     ``ro_binds``: extra host paths made visible read-only (a path, or ``(host, inside)``).
     ``writable_dirs``: host directories bound read-write (use sparingly: writes there are real).
     ``network``: keep the host network (off by default).
+    ``python_path``: host directories of importable packages (e.g. ``site_packages()``) bound
+    read-only and put on the code worker's ``sys.path`` (the worker runs ``python -S -I``: by
+    default candidates import the standard library only).
     ``use_cgroup``: also cap the memory and process count of the whole sandbox with a cgroup when
     the host allows creating one (see ``_code_cgroup``); rlimits apply either way.
     """
@@ -91,13 +101,22 @@ class Sandbox:
         network: bool = False,
         bwrap: str | None = None,
         use_cgroup: bool = True,
+        python_path: Sequence[str] = (),
     ) -> None:
         self.unsafe = unsafe_no_sandbox
         self.use_cgroup = use_cgroup
+        self.python_path = [os.path.realpath(p) for p in python_path]
         self.ro_binds = [(b, b) if isinstance(b, str) else b for b in ro_binds]
+        self.ro_binds += [(p, f"/opt/verigym/path{i}") for i, p in enumerate(self.python_path)]
         self.writable_dirs = [(b, b) if isinstance(b, str) else b for b in writable_dirs]
         self.network = network
         self.bwrap = bwrap or shutil.which("bwrap")
+
+    def python_path_inside(self) -> list[str]:
+        """Where the ``python_path`` directories appear to sandboxed code (for ``sys.path``)."""
+        if self.unsafe:
+            return list(self.python_path)
+        return [f"/opt/verigym/path{i}" for i in range(len(self.python_path))]
 
     # -- availability -------------------------------------------------------------------------
     def check(self) -> None:
