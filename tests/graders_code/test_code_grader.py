@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from verigym.graders.code import (
     code_grader,
     compare_output,
@@ -159,3 +161,13 @@ def test_python_path_makes_installed_packages_importable() -> None:
     tests = "assert abs(norm([3, 4]) - 5.0) < 1e-12\n"
     assert not run_function_tests(code, tests, "norm").all_passed  # stdlib only by default
     assert run_function_tests(code, tests, "norm", python_path=[site_packages()]).all_passed
+
+
+async def test_missing_bwrap_is_an_errored_grade_with_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verigym.graders.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod.shutil, "which", lambda name: None)
+    score = await Rubric(graders=[code_grader("code")]).score(
+        FN_TASK, _traj("```python\ndef sq(x):\n    return x * x\n```")
+    )
+    assert score.reward is None and score.error is not None and "--unsafe-no-sandbox" in score.error

@@ -6,8 +6,8 @@ sequential grader overlaps the two. A pooled worker has already set its limits a
 its own random uid, and has seen no code; it is handed to one session and never reused.
 
 The spawning thread lives as long as the process (bwrap's ``--die-with-parent`` follows the
-thread that started it); pooled workers are killed at exit. ``VERIGYM_SANDBOX_POOL=0`` turns
-the pool off.
+thread that started it); pooled workers are killed at exit. ``VERIGYM_SANDBOX_POOL=N`` keeps N
+ready workers per configuration (default 1; 0 turns the pool off).
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ class Spawned:
 class WarmPool:
     """At most ``size`` ready workers per configuration key."""
 
-    def __init__(self, size: int = 1) -> None:
-        self.size = size
-        self.enabled = os.environ.get("VERIGYM_SANDBOX_POOL", "1") != "0"
+    def __init__(self, size: int | None = None) -> None:
+        env = os.environ.get("VERIGYM_SANDBOX_POOL", "1")
+        self.size = size if size is not None else (int(env) if env.isdigit() else 1)
+        self.enabled = self.size > 0
         self._ready: dict[Hashable, list[Spawned]] = {}
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[tuple[Hashable, Callable[[], Spawned]] | None] = queue.SimpleQueue()
