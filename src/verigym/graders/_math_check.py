@@ -13,7 +13,7 @@ from math import gcd
 import sympy
 
 from verigym.graders._math_compare import equal
-from verigym.graders._math_extract import _NUMBER, extract
+from verigym.graders._math_extract import _NUMBER, _in_question, extract
 from verigym.graders._math_norm import clean, repair, split_decor
 from verigym.graders._math_parse import Group, ParseError, Scalar, Text, Value, parse
 
@@ -45,6 +45,10 @@ def check(
     if px.answer is None:
         return False, f"no final answer found ({px.how})", None
     answer = px.answer
+    if px.how != "last" and _in_question(answer, question) and _squash(answer) != _squash(gx.answer):
+        # Echoing the problem's own expression ("simplify ...") is not an answer, even when it is
+        # mathematically equal to the reference.
+        return False, "the answer restates an expression from the question", answer
     try:
         greads = parse(gx.answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:

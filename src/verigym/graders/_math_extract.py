@@ -151,10 +151,13 @@ def _after_anchor(rest: str) -> str | None:
 
 
 def _in_question(candidate: str, question: str | None) -> bool:
+    """``candidate`` is an expression (not a bare word or number) written in the question."""
     if not question:
         return False
-    squash = re.sub(r"[\s$]|\\left|\\right|\\[,;!]", "", candidate)
-    return len(squash) >= 3 and squash in re.sub(r"[\s$]|\\left|\\right|\\[,;!]", "", question)
+    squash = re.sub(r"[\s$]|\\left|\\right|\\[,;!]|\^\{?\\mathrm\{(?:st|nd|rd|th)\}\}?", "", candidate)
+    if len(squash) < 3 or not re.search(r"\\(?:frac|sqrt|cdot|times)|[-+*/^]", squash.lstrip("-")):
+        return False
+    return squash in re.sub(r"[\s$]|\\left|\\right|\\[,;!]", "", question)
 
 
 def extract(text: str, *, question: str | None = None, gold: bool = False) -> Extraction:
