@@ -3,7 +3,8 @@
 Endpoints: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` (``stream=true`` as SSE),
 ``POST /v1/completions``, and vLLM's ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter``
 (``{"lora_name", "lora_path"}``; a loaded adapter is addressed by using its name as ``model``; loading
-an existing name replaces its weights, so a trainer can push new ones). Every response carries the
+an existing name replaces its weights, so a trainer can push new ones), and SGLang's
+``POST /update_weights_from_disk`` (``{"model_path", "version"}``: reload full weights). Every response carries the
 exact token ids (``prompt_token_ids``, and ``token_ids`` per choice, as vLLM's ``return_token_ids``).
 
 Requests are micro-batched: all requests that arrive while a generation pass runs are decoded together
@@ -357,7 +358,37 @@ def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_toke
             raise ApiError(404, str(exc), param="lora_name", code="model_not_found") from None
         return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
+    @app.post("/update_weights_from_disk")
+    async def update_weights(req: dict[str, Any]) -> dict[str, Any]:
+        """SGLang's endpoint: reload the base weights from ``model_path`` (``save_pretrained``); a trainer
+        pushing full checkpoints names the ``version``, echoed here and in ``Completion.policy_version``."""
+        path, version = req.get("model_path"), req.get("version")
+        if not isinstance(path, str) or not (version is None or isinstance(version, int)):
+            raise ApiError(400, "expected {model_path: str, version?: int}", param="model_path")
+        try:
+            await asyncio.to_thread(_reload, policy, path)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ApiError(400, f"cannot load weights from {path!r}: {exc}", param="model_path") from None
+        if version is not None:
+            policy.version = version
+        return {"success": True, "message": f"loaded {path}", "version": policy.version}
+
     return app
+
+
+def _reload(policy: LocalPolicy, path: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    state = AutoModelForCausalLM.from_pretrained(path).state_dict()
+    target = policy.model.state_dict()
+    for key in [k for k in state if k not in target]:  # LoRA adapters loaded here wrap base layers
+        head, _, leaf = key.rpartition(".")
+        state[f"{head}.base_layer.{leaf}"] = state.pop(key)
+    missing = [k for k in target if k not in state and ".lora_" not in k]
+    if missing or any(k not in target for k in state):
+        raise ValueError(f"the weights do not fit the served model (e.g. {(missing or list(state))[0]})")
+    with policy._lock:  # not during a generation pass
+        policy.model.load_state_dict(state, strict=False)
 
 
 def serve(

@@ -116,8 +116,6 @@ class AsyncRLTrainer(RLTrainer):
             self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
         )
         log.truncate_after(self.step - 1)
-        await self.sampler.start(self.model, self.tokenizer, self.policy.version)
-        self.producer.policy = self.sampler.policy
         queue: asyncio.Queue[StepBatch | None] = asyncio.Queue()  # the tickets bound it to d + 1
         tickets = asyncio.Semaphore(d + 1)  # generation of step k waits until step k-d-1 is trained
         start = self.step
@@ -167,13 +165,17 @@ class AsyncRLTrainer(RLTrainer):
                     self._emit("checkpoint", {"path": str(self.save()), "step": self.step})
                 tickets.release()
 
-        producer = asyncio.create_task(produce())
+        producer: asyncio.Task[None] | None = None
         try:
+            await self.sampler.start(self.model, self.tokenizer, self.policy.version)
+            self.producer.policy = self.sampler.policy
+            producer = asyncio.create_task(produce())
             await consume()
             await producer
         finally:
-            producer.cancel()
-            await asyncio.gather(producer, return_exceptions=True)
+            if producer is not None:
+                producer.cancel()
+                await asyncio.gather(producer, return_exceptions=True)
             log.close()
             await self.sampler.aclose()
         return self.history
