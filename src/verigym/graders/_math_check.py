@@ -13,9 +13,10 @@ from math import gcd
 import sympy
 
 from verigym.graders._math_compare import equal
-from verigym.graders._math_extract import _NUMBER, _in_question, extract
+from verigym.graders._math_extract import NUMBER_RE, extract, in_question
 from verigym.graders._math_norm import clean, repair, split_decor
-from verigym.graders._math_parse import Group, ParseError, Scalar, Text, Value, parse
+from verigym.graders._math_parse import parse
+from verigym.graders._math_values import Group, ParseError, Scalar, Text, Value
 
 __all__ = ["MODES", "check", "parse_mode"]
 
@@ -45,7 +46,7 @@ def check(
     if px.answer is None:
         return False, f"no final answer found ({px.how})", None
     answer = px.answer
-    if px.how != "last" and _in_question(answer, question) and _squash(answer) != _squash(gx.answer):
+    if px.how != "last" and in_question(answer, question) and _squash(answer) != _squash(gx.answer):
         # Echoing the problem's own expression ("simplify ...") is not an answer, even when it is
         # mathematically equal to the reference.
         return False, "the answer restates an expression from the question", answer
@@ -58,7 +59,7 @@ def check(
         preads = parse(answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         preads, why = [], f"answer not parseable: {exc}"
-    numbers = _NUMBER.findall(answer) if px.how == "bare" else []
+    numbers = NUMBER_RE.findall(answer) if px.how == "bare" else []
     if (not preads or all(isinstance(p, Text) for p in preads)) and len(numbers) == 1:
         answer = numbers[0]  # a lone number in text that is not an answer ("Soucis : 2,74 $ a..")
         preads = parse(answer)

@@ -1,25 +1,21 @@
-"""Equivalence of parsed answers for the math grader.
+"""Equivalence of parsed answers for the math grader (numbers: ``_math_numeric``).
 
-Numbers: exact rationals compare exactly; other constants compare at 40 significant digits with a
-*relative* tolerance (tiny values such as ``1/2004!`` are never rounded to zero). A decimal written
-with k places matches a value that rounds to it, when it carries enough significant digits to be a
-rounding (``0.33`` for ``1/3``, not ``0`` for ``0.4``; an integer never rounds: ``1000`` is not
-``1000.05``). Expressions: structural equality, then numeric sampling at random positive points
-(this also decides identities sympy cannot simplify, such as ``sqrt(1/n) = 1/sqrt(n)``), then
-``simplify``. Equations: the same named value (``x = 5`` vs ``5``), proportional sides
-(``2x+4y=3`` vs ``y = -x/2 + 3/4``), or the answer satisfying the reference's implicit equation.
+Equations: the same named value (``x = 5`` vs ``5``; ``f(z)=z`` vs ``f(x)=x``), proportional sides
+(``2x+4y=3`` vs ``y = -x/2 + 3/4``, never two different lines), or, when linear in a variable, the
+answer satisfying the reference's equation (``xy = 6`` vs ``6/x``). Inequalities in one variable
+are sets; intervals compare endpoints and open/closed ends; tuples in order; unordered lists as
+multisets (as sets when sizes differ); matrices entry by entry (a vector may be a tuple).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import random
 from typing import Any
 
 import sympy
 
-from verigym.graders._math_parse import (
+from verigym.graders._math_numeric import close, expr_eq, num, points, sample, scalar_eq
+from verigym.graders._math_values import (
     Eqn,
     Group,
     Mat,
@@ -35,168 +31,6 @@ from verigym.graders._math_parse import (
 
 __all__ = ["equal"]
 
-_REL_TOL = 1e-9
-_PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
-_OPAQUE = (sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit)
-
-
-def _num(e: Any) -> complex | None:
-    """``e`` as a Python complex (None when not a finite number or outside float range)."""
-    try:
-        v = complex(sympy.N(e, 40))
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-        return None
-    return v if math.isfinite(v.real) and math.isfinite(v.imag) else None
-
-
-def _big(e: Any) -> Any:
-    """``e`` at 40 digits as a sympy number, whose exponent range is unbounded (1/2004! != 0)."""
-    try:
-        v = sympy.N(e, 40)
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-        return None
-    return v if v.is_number and v.is_finite else None
-
-
-def _const_close(a: Any, b: Any) -> bool:
-    va, vb = _big(a), _big(b)
-    if va is None or vb is None:
-        return False
-    scale = max(abs(va), abs(vb))
-    if scale == 0:
-        return True
-    return bool(abs(va - vb) <= _REL_TOL * scale)
-
-
-def _close(a: complex, b: complex, tol: float = _REL_TOL) -> bool:
-    scale = max(abs(a), abs(b))
-    return abs(a - b) <= tol * scale if scale > 0 else True
-
-
-def _rounds_to(decimal: Scalar, other: Any) -> bool:
-    """``decimal`` (written with ``places`` digits) is ``other`` rounded to that many places."""
-    assert decimal.places is not None
-    v, w = _num(decimal.expr), _num(other)
-    if v is None or w is None or abs(w.imag) > 0:
-        return False
-    return abs(v.real - w.real) <= 0.5 * 10.0 ** (-decimal.places) * (1 + 1e-9)
-
-
-def _const_eq(g: Scalar, p: Scalar, gexpr: Any, pexpr: Any) -> bool:
-    if gexpr == pexpr:
-        return True
-    exact = isinstance(gexpr, sympy.Rational) and isinstance(pexpr, sympy.Rational)
-    if not exact and _const_close(gexpr, pexpr):
-        return True
-    # Rounded decimals; the rounded side needs enough significant digits to be a rounding.
-    # A decimal stands for an exact irrational (pi, sqrt 2) only with 4+ significant digits.
-    need = 2 if isinstance(gexpr, sympy.Rational) else 4
-    if p.places is not None and g.places is None and p.sig >= need:
-        return _rounds_to(p, gexpr) and not (isinstance(gexpr, sympy.Integer) and p.places == 0)
-    if g.places is not None and p.places is None and g.sig >= 3 and not isinstance(pexpr, sympy.Integer):
-        return _rounds_to(g, pexpr)
-    if g.places is not None and p.places is not None and g.places != p.places:
-        coarse, fine = (g, pexpr) if g.places < p.places else (p, gexpr)
-        return coarse.sig >= 3 and _rounds_to(coarse, fine)
-    return False
-
-
-def _points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
-    rng = random.Random(seed)
-    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
-
-
-def _value_at(e: Any, pt: dict[Any, float]) -> Any:
-    try:
-        v = e.evalf(20, subs=pt)
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
-        return None
-    return v if v.is_number and v.is_finite else None
-
-
-def _agree(va: Any, vb: Any) -> bool:
-    scale = max(abs(va), abs(vb))
-    return bool(scale == 0 or abs(va - vb) <= 1e-8 * scale)
-
-
-def _sample(a: Any, b: Any, syms: list[Any]) -> bool | None:
-    """Numeric identity test of ``a`` and ``b``: True/False, or None when it cannot evaluate.
-
-    Equal at 6 random positive points (the usual domain of answers: sqrt(1/n) = 1/sqrt(n)), and
-    not different at negative points where both sides are real (|x| is not x). Values stay sympy
-    numbers, so tiny magnitudes are compared, not flushed to zero."""
-    seen = 0
-    for pt in _points(syms, 6, 1234):
-        va, vb = _value_at(a, pt), _value_at(b, pt)
-        if va is None or vb is None:
-            continue
-        if not _agree(va, vb):
-            return False
-        seen += 1
-    if seen < 3:
-        return None
-    for pt in _points(syms, 3, 4321):
-        neg = {s: -v for s, v in pt.items()}
-        va, vb = _value_at(a, neg), _value_at(b, neg)
-        if va is not None and vb is not None and va.is_real and vb.is_real and not _agree(va, vb):
-            return False
-    return True
-
-
-def _rename(g: Any, p: Any) -> Any:
-    """Rename one free parameter of ``p`` to ``g``'s (``n\\pi`` vs ``k\\pi``, ``C`` vs ``c``)."""
-    gs, ps = g.free_symbols - p.free_symbols, p.free_symbols - g.free_symbols
-    if len(gs) == 1 and len(ps) == 1:
-        (a,), (b,) = gs, ps
-        if str(a).lower() in _PARAMS and str(b).lower() in _PARAMS:
-            return p.xreplace({b: a})
-    return p
-
-
-def expr_eq(g: Any, p: Any) -> bool:
-    if g == p:
-        return True
-    if not (isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr)):
-        return False
-    p = _rename(g, p)
-    if g == p:
-        return True
-    syms = sorted(g.free_symbols | p.free_symbols, key=str)
-    if not g.has(*_OPAQUE) and not p.has(*_OPAQUE) and not g.atoms(sympy.core.function.AppliedUndef):
-        verdict = _sample(g, p, syms)
-        if verdict is not None:
-            return verdict
-    if g.free_symbols != p.free_symbols:
-        return False
-    try:
-        return bool(sympy.simplify(g - p) == 0)
-    except (TypeError, ValueError, NotImplementedError):
-        return False
-
-
-def scalar_eq(g: Scalar, p: Scalar) -> bool:
-    gvals, pvals = [g.expr], [p.expr]
-    if g.decor.percent and not p.decor.percent:
-        gvals.append(g.expr / 100)
-    if p.decor.percent and not g.decor.percent:
-        pvals.append(p.expr / 100)
-    if g.decor.degree and not p.decor.degree:
-        gvals.append(g.expr * sympy.pi / 180)
-    if p.decor.degree and not g.decor.degree:
-        pvals.append(p.expr * sympy.pi / 180)
-    for gv, pv in itertools.product(gvals, pvals):
-        if not isinstance(gv, sympy.Expr) or not isinstance(pv, sympy.Expr):
-            continue
-        if gv.free_symbols or pv.free_symbols:
-            if expr_eq(gv, pv):
-                return True
-        else:
-            gs = g if gv is g.expr else Scalar(gv, g.raw)
-            ps = p if pv is p.expr else Scalar(pv, p.raw)
-            if _const_eq(gs, ps, gv, pv):
-                return True
-    return False
-
 
 def _ratio_const(d1: Any, d2: Any) -> bool:
     """``d1 / d2`` is a nonzero constant: two equations ``d = 0`` with the same solutions."""
@@ -204,7 +38,7 @@ def _ratio_const(d1: Any, d2: Any) -> bool:
         return False
     syms = sorted(d1.free_symbols, key=str)
     ratios = []
-    for pt in _points(syms, 5, 99):
+    for pt in points(syms, 5, 99):
         try:
             a, b = complex(d1.evalf(20, subs=pt)), complex(d2.evalf(20, subs=pt))
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
@@ -214,7 +48,7 @@ def _ratio_const(d1: Any, d2: Any) -> bool:
         ratios.append(a / b)
     if len(ratios) < 3 or abs(ratios[0]) < 1e-12:
         return False
-    return all(_close(r, ratios[0], 1e-8) for r in ratios)
+    return all(close(r, ratios[0], 1e-8) for r in ratios)
 
 
 def _name_key(name: str) -> tuple[str, int]:
@@ -270,7 +104,7 @@ def _satisfies(lhs: Any, rhs: Any, var: Any, value: Any) -> bool:
     if left == right:
         return True
     syms = sorted(left.free_symbols | right.free_symbols, key=str)
-    return bool(syms) and bool(_sample(left, right, syms))
+    return bool(syms) and bool(sample(left, right, syms))
 
 
 def _solves(eq: Eqn, named: Eqn) -> bool:
@@ -287,7 +121,7 @@ def _solves(eq: Eqn, named: Eqn) -> bool:
     if rest == 0:
         return True
     return bool(rest.free_symbols) and bool(
-        _sample(rest, sympy.Integer(0), sorted(rest.free_symbols, key=str))
+        sample(rest, sympy.Integer(0), sorted(rest.free_symbols, key=str))
     )
 
 
@@ -319,7 +153,7 @@ def _rel_eq(g: Rel, p: Rel) -> bool:
         if not d1.free_symbols and not d2.free_symbols:
             return False
         syms = sorted(d1.free_symbols | d2.free_symbols, key=str)
-        pt = _points(syms, 1, 7)[0]
+        pt = points(syms, 1, 7)[0]
         try:
             ratio = complex((d1 / d2).evalf(20, subs=pt))
         except (TypeError, ValueError, ZeroDivisionError):
@@ -362,7 +196,7 @@ def sets_eq(a: Any, b: Any) -> bool:
         return False
 
     def key(piece: tuple[Any, Any, bool, bool]) -> float:
-        v = _num(piece[0]) if not piece[0].is_infinite else None
+        v = num(piece[0]) if not piece[0].is_infinite else None
         return -math.inf if piece[0] == -sympy.oo else (v.real if v else 0.0)
 
     for x, y in zip(sorted(pa, key=key), sorted(pb, key=key), strict=True):

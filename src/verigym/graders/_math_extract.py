@@ -16,7 +16,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Extraction", "boxed_contents", "extract", "strip_math_delims"]
+__all__ = ["NUMBER_RE", "Extraction", "boxed_contents", "extract", "in_question", "strip_math_delims"]
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
 _THINK_END = "</think>"
@@ -29,7 +29,9 @@ _ANCHORS = (
 _MATH_SPAN = re.compile(
     r"\$\$(.+?)\$\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|(?<!\\)\$((?:[^$\n]|(?<=\\)\$)+?)(?<!\\)\$", re.S
 )
-_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]*\d)|(?<![\w.])-?\d*[.,]?\d+(?:/\d+)?")
+NUMBER_RE = re.compile(
+    r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]*\d)|(?<![\w.])-?\d*[.,]?\d+(?:/\d+)?"
+)
 _PROSE_WORD = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{2,}(?![a-zA-Z{(])")
 _TEXT_CMD = re.compile(r"\\(?:text|mbox|textbf|textnormal|mathrm|operatorname)\s*\{[^{}]*\}")
 _LABEL = re.compile(r"(?:^|(?<=[,;:]\s)|(?<=\band\s))[A-Z][a-zA-Z]*(?:\s+\d+)?\s*:\s+")
@@ -134,7 +136,7 @@ def _after_anchor(rest: str) -> str | None:
     if not line:
         return None
     if "$" not in line and _prose_words(line) >= 3:
-        nums = _NUMBER.findall(line)
+        nums = NUMBER_RE.findall(line)
         return nums[-1] if nums else line
     if "$" in line or "\\(" in line:
         # "The largest $n$ is 34." -> the value after the last " is " / "=" outside math.
@@ -144,13 +146,13 @@ def _after_anchor(rest: str) -> str | None:
         gaps = [line[a.end() : b.start()] for a, b in itertools.pairwise(found)]
         if len(spans) > 1 and found[0].start() <= 3 and all(_LISTED.match(g) for g in gaps):
             return ", ".join(sp.strip() for sp in spans)  # "$12$ and $13$"
-        if tail.strip() and not _MATH_SPAN.search(tail) and _NUMBER.search(tail):
+        if tail.strip() and not _MATH_SPAN.search(tail) and NUMBER_RE.search(tail):
             return strip_math_delims(tail).rstrip(".")
         return spans[-1].strip() if spans else strip_math_delims(line)
     return line.rstrip(".").strip()
 
 
-def _in_question(candidate: str, question: str | None) -> bool:
+def in_question(candidate: str, question: str | None) -> bool:
     """``candidate`` is an expression (not a bare word or number) written in the question."""
     if not question:
         return False
@@ -202,7 +204,7 @@ def extract(text: str, *, question: str | None = None, gold: bool = False) -> Ex
 def _unanchored(text: str, question: str | None) -> Extraction:
     """The last math span or number of a long response, unless it restates the problem."""
     spans = [(m.end(), next(g for g in m.groups() if g is not None)) for m in _MATH_SPAN.finditer(text)]
-    nums = [(m.end(), m.group(0)) for m in _NUMBER.finditer(text)]
+    nums = [(m.end(), m.group(0)) for m in NUMBER_RE.finditer(text)]
     nums = [(end, n) for end, n in nums if not any(s_end >= end > s_end - len(s) - 2 for s_end, s in spans)]
     cands = sorted(spans + nums)
     if not cands:
@@ -212,7 +214,7 @@ def _unanchored(text: str, question: str | None) -> Extraction:
     sentence = re.split(r"(?<=[.!?])\s|\n", text[:end])[-1]
     if re.search(r"\d\$?\s*(?:,\s*)?\bor\b\s*\$?-?\d", sentence + text[end : end + 40].split("\n")[0]):
         return Extraction(None, "hedged: several values joined by 'or'")
-    if _in_question(cand, question):
+    if in_question(cand, question):
         return Extraction(None, "restates the question")
     cue = _CUES.search(sentence)
     if cue and not re.search(r"\b(is|equals|gives|get|obtain)\b|=", sentence[cue.end() :]):

@@ -1,142 +1,44 @@
-"""Parse an extracted answer string into a small value tree for the math grader.
+"""Parse an extracted answer string into the math grader's value tree (see ``_math_values``).
 
-Values: ``Scalar`` (a sympy expression plus how it was written: decimal places, percent, degree,
-unit), ``Eqn`` (``lhs = rhs``, with ``name`` when the left side is a label such as ``x``, ``f(x)``
-or ``Maximum``), ``Rel`` (an inequality chain), ``SetV`` (sympy intervals and unions), ``Seq``
-(bracketed items: a tuple, or an interval when compared with one), ``Group`` (an unordered
-collection: top-level lists, ``\\{...\\}``, several boxed answers, ``\\pm``), ``Mat`` and ``Text``.
-Conversion of expressions uses ``latex2sympy2_extended``; plain numbers skip it.
+Top-level lists (``,``, ``;``, "and", "or") become unordered groups; ``\\pm`` expands into its two
+values; ``lhs = rhs`` chains keep a name when the left side is a label; inequalities, unions,
+set-builder sets, brackets (tuple or interval), matrices, percent/degree/unit decorations and
+plain text are recognised here. Expressions go to ``to_sympy``.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any, TypeAlias
+from typing import Any
 
 import sympy
-from latex2sympy2_extended import latex2sympy
-from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-from verigym.graders._math_fast import fast_sympy
 from verigym.graders._math_norm import Decor, clean, split_decor, split_top
-
-__all__ = ["Eqn", "Group", "Mat", "Rel", "Scalar", "Seq", "SetV", "Text", "Value", "parse", "to_sympy"]
-
-_NC = NormalizationConfig(
-    basic_latex=True, units=False, malformed_operators=False, nits=False, boxed="none", equations=False
+from verigym.graders._math_values import (
+    NUM_RE,
+    Eqn,
+    Group,
+    Mat,
+    ParseError,
+    Rel,
+    Scalar,
+    Seq,
+    SetV,
+    Text,
+    Value,
+    decimal_scalar,
+    rel_to_set,
+    splice_pm,
+    to_sympy,
 )
 
+__all__ = ["parse"]
 
-@dataclass(frozen=True)
-class Scalar:
-    expr: Any
-    raw: str
-    places: int | None = None  # written as a decimal literal with this many places
-    sig: int = 0  # significant digits of that literal
-    decor: Decor = field(default_factory=Decor)
-
-
-@dataclass(frozen=True)
-class Eqn:
-    lhs: Any
-    rhs: Any
-    name: str | None
-    value: Value | None
-
-
-@dataclass(frozen=True)
-class Rel:
-    exprs: tuple[Any, ...]
-    ops: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SetV:
-    s: Any  # a sympy Set
-
-
-@dataclass(frozen=True)
-class Seq:
-    open: str
-    close: str
-    items: tuple[Value, ...]
-
-
-@dataclass(frozen=True)
-class Group:
-    items: tuple[Value, ...]
-    pm: bool = False  # the expansion of one "a \\pm b": its items belong to the enclosing list
-
-
-def _splice(items: list[Value]) -> tuple[Value, ...]:
-    out: list[Value] = []
-    for it in items:
-        out.extend(it.items if isinstance(it, Group) and it.pm else (it,))
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Mat:
-    rows: tuple[tuple[Value, ...], ...]
-
-
-@dataclass(frozen=True)
-class Text:
-    t: str
-
-
-Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq | Group | Mat | Text
-
-_NUM = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")
-_FRAC = re.compile(r"^([+-]?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))$")
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")
 _NAME = re.compile(
     r"^(?:[a-zA-Z][a-zA-Z ]*|\\[a-zA-Z]+|[A-Za-z](?:_\{?[\w\\{}-]+\}?)?(?:\^\{?\w+\}?)?"
     r"|[a-zA-Z]+\s*\([\w,\s]*\)|\|[A-Za-z]+\||[A-Za-z_{}\\\d]+\s*:\s*[A-Za-z_{}\\\d]+|\([a-zA-Z,\s()]+\))$"
 )
-_I, _E = sympy.Symbol("i"), sympy.Symbol("e")
-
-
-class ParseError(ValueError):
-    """The answer could not be read as mathematics."""
-
-
-def _decimal(raw: str) -> Scalar:
-    body = raw.lstrip("+-")
-    frac = Fraction(body) if body not in (".", "") else Fraction(0)
-    value = sympy.Rational(frac.numerator, frac.denominator) * (-1 if raw.startswith("-") else 1)
-    places = len(body.split(".")[1]) if "." in body else None
-    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
-    return Scalar(value, raw, places, sig)
-
-
-@functools.lru_cache(maxsize=4096)
-def to_sympy(s: str) -> Any:
-    """Convert one expression (LaTeX or plain) to sympy; raises ``ParseError``."""
-    s = s.strip()
-    if not s:
-        raise ParseError("empty expression")
-    m = _FRAC.match(s)
-    if m:
-        num, den = (m[2], m[3]) if m[2] else (m[4], m[5])
-        return sympy.Rational(int(num), int(den)) * (-1 if m[1] == "-" else 1)
-    try:
-        expr = fast_sympy(s)
-        if expr is None:
-            expr = latex2sympy(s, normalization_config=_NC)
-        if isinstance(expr, sympy.MatrixExpr) and not isinstance(expr, sympy.MatrixBase):
-            expr = expr.doit()
-    except Exception as exc:  # the ANTLR parser raises bare Exception on syntax errors
-        raise ParseError(f"cannot parse {s!r}: {(str(exc).splitlines() or [''])[0][:80]}") from exc
-    if isinstance(expr, sympy.Basic) and not isinstance(expr, sympy.MatrixBase):
-        if expr.has(sympy.Float):
-            expr = expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
-        if _I in expr.free_symbols:
-            expr = expr.xreplace({_I: sympy.I})
-    return expr
 
 
 def parse(s: str) -> list[Value]:
@@ -150,9 +52,9 @@ def parse(s: str) -> list[Value]:
     readings: list[Value] = []
     # "7,425,000" / "1 000" (thousands) and "1,22" / "0,111" (decimal comma) are also one number.
     if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
-        readings.append(_decimal(s.replace(",", "").replace(" ", "")))
+        readings.append(decimal_scalar(s.replace(",", "").replace(" ", "")))
     elif re.fullmatch(r"-?\d+,\d+", s):
-        readings.append(_decimal(s.replace(",", ".")))
+        readings.append(decimal_scalar(s.replace(",", ".")))
     readings.append(_parse_list(s))
     return readings
 
@@ -171,7 +73,7 @@ def _parse_list(s: str) -> Value:
     parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in parts]
     if len(parts) == 1:
         return _parse_item(parts[0])
-    return Group(_splice([_parse_item(p) for p in parts]))
+    return Group(splice_pm([_parse_item(p) for p in parts]))
 
 
 def _expand_pm(s: str) -> list[str]:
@@ -220,7 +122,7 @@ def _is_name(s: str) -> bool:
     """A label rather than a quantity: ``x``, ``f(x)``, ``a_{37}``, ``|AB|``, ``V_1:V_2``,
     ``\\frac{NO}{BO}``, ``Maximum`` (no digits outside subscripts and arguments, no + or -)."""
     s = s.strip()
-    if not s or _NUM.match(s):
+    if not s or NUM_RE.match(s):
         return False
     if _NAME.match(s):
         return True
@@ -291,7 +193,7 @@ def _parse_atom(s: str) -> Value:
             return _set_builder(inner)
         items = [p for p in split_top(inner, (",", ";")) if p]
         if o == "\\{":
-            return Group(_splice([_parse_item(p) for p in items]))
+            return Group(splice_pm([_parse_item(p) for p in items]))
         if len(items) >= 2 or o != "(" or c != ")":
             return Seq(o, c, tuple(_parse_item(p) for p in items))
     core, decor = split_decor(s)
@@ -300,8 +202,8 @@ def _parse_atom(s: str) -> Value:
     if minutes:
         deg = to_sympy(minutes[1]) + sympy.Rational(int(minutes[2]), 60)
         return Scalar(deg, s, decor=Decor(degree=True))
-    if _NUM.match(core):
-        sc = _decimal(core)
+    if NUM_RE.match(core):
+        sc = decimal_scalar(core)
         return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
     if _is_text(core):
         return Text(_norm_text(core))
@@ -367,48 +269,6 @@ def _set_builder(inner: str) -> Value:
     cond = inner.split("|", 1)[1].strip()
     item = _parse_item(cond)
     return SetV(_to_set(item))
-
-
-_OPS = {
-    "<": sympy.StrictLessThan,
-    ">": sympy.StrictGreaterThan,
-    "\\le": sympy.LessThan,
-    "\\ge": sympy.GreaterThan,
-}
-
-
-def rel_to_set(r: Rel) -> Any:
-    """An inequality chain in one variable as a sympy set; ``ParseError`` if it is not one."""
-    exprs = list(r.exprs)
-    calls = [e for e in exprs if isinstance(e, sympy.core.function.AppliedUndef)]
-    if len(calls) == 1:  # "0 < f(x) < 1": the unknown is f(x)
-        x = sympy.Dummy("u")
-        exprs = [x if e == calls[0] else e for e in exprs]
-        r = Rel(tuple(exprs), r.ops)
-    syms = set().union(*(e.free_symbols for e in r.exprs))
-    if len(syms) != 1:
-        raise ParseError("inequality is not in one variable")
-    (x,) = syms
-    out: Any = sympy.S.Reals
-    for a, op, b in zip(r.exprs, r.ops, r.exprs[1:], strict=False):
-        if op == "\\ne":
-            piece = sympy.Complement(sympy.S.Reals, sympy.FiniteSet(b if a == x else a))
-        elif a == x and not b.free_symbols:  # x < b: built directly, solveset is slow
-            piece = (
-                sympy.Interval(-sympy.oo, b, right_open=op in ("<",))
-                if op in ("<", "\\le")
-                else (sympy.Interval(b, sympy.oo, left_open=op == ">"))
-            )
-        elif b == x and not a.free_symbols:
-            piece = (
-                sympy.Interval(a, sympy.oo, left_open=op == "<")
-                if op in ("<", "\\le")
-                else (sympy.Interval(-sympy.oo, a, right_open=op == ">"))
-            )
-        else:
-            piece = sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
-        out = sympy.Intersection(out, piece)
-    return out
 
 
 _MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}$", re.S)

@@ -1,0 +1,186 @@
+"""Numbers and expressions for the math grader: exact, rounded and sampled comparisons.
+
+Exact rationals compare exactly; other constants compare at 40 significant digits with a
+*relative* tolerance (tiny values such as ``1/2004!`` are never rounded to zero). A decimal written
+with k places matches a value that rounds to it, when it carries enough significant digits to be a
+rounding (``0.33`` for ``1/3``, not ``0`` for ``0.4``; ``3.1416`` but not ``3.14`` for pi; an
+integer never rounds: ``1000`` is not ``1000.05``). Expressions: structural equality, then numeric
+sampling at random points (this also decides identities sympy cannot simplify, such as
+``sqrt(1/n) = 1/sqrt(n)``), then ``simplify``. Percent and degree signs add readings (25% = 0.25,
+30 degrees = pi/6) only when one side carries the sign.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from typing import Any
+
+import sympy
+
+from verigym.graders._math_values import Scalar
+
+__all__ = ["close", "expr_eq", "num", "points", "sample", "scalar_eq"]
+
+_REL_TOL = 1e-9
+_PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
+_OPAQUE = (sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit)
+
+
+def num(e: Any) -> complex | None:
+    """``e`` as a Python complex (None when not a finite number or outside float range)."""
+    try:
+        v = complex(sympy.N(e, 40))
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return v if math.isfinite(v.real) and math.isfinite(v.imag) else None
+
+
+def _big(e: Any) -> Any:
+    """``e`` at 40 digits as a sympy number, whose exponent range is unbounded (1/2004! != 0)."""
+    try:
+        v = sympy.N(e, 40)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return v if v.is_number and v.is_finite else None
+
+
+def _const_close(a: Any, b: Any) -> bool:
+    va, vb = _big(a), _big(b)
+    if va is None or vb is None:
+        return False
+    scale = max(abs(va), abs(vb))
+    if scale == 0:
+        return True
+    return bool(abs(va - vb) <= _REL_TOL * scale)
+
+
+def close(a: complex, b: complex, tol: float = _REL_TOL) -> bool:
+    scale = max(abs(a), abs(b))
+    return abs(a - b) <= tol * scale if scale > 0 else True
+
+
+def _rounds_to(decimal: Scalar, other: Any) -> bool:
+    """``decimal`` (written with ``places`` digits) is ``other`` rounded to that many places."""
+    assert decimal.places is not None
+    v, w = num(decimal.expr), num(other)
+    if v is None or w is None or abs(w.imag) > 0:
+        return False
+    return abs(v.real - w.real) <= 0.5 * 10.0 ** (-decimal.places) * (1 + 1e-9)
+
+
+def _const_eq(g: Scalar, p: Scalar, gexpr: Any, pexpr: Any) -> bool:
+    if gexpr == pexpr:
+        return True
+    exact = isinstance(gexpr, sympy.Rational) and isinstance(pexpr, sympy.Rational)
+    if not exact and _const_close(gexpr, pexpr):
+        return True
+    # Rounded decimals; the rounded side needs enough significant digits to be a rounding.
+    # A decimal stands for an exact irrational (pi, sqrt 2) only with 4+ significant digits.
+    need = 2 if isinstance(gexpr, sympy.Rational) else 4
+    if p.places is not None and g.places is None and p.sig >= need:
+        return _rounds_to(p, gexpr) and not (isinstance(gexpr, sympy.Integer) and p.places == 0)
+    if g.places is not None and p.places is None and g.sig >= 3 and not isinstance(pexpr, sympy.Integer):
+        return _rounds_to(g, pexpr)
+    if g.places is not None and p.places is not None and g.places != p.places:
+        coarse, fine = (g, pexpr) if g.places < p.places else (p, gexpr)
+        return coarse.sig >= 3 and _rounds_to(coarse, fine)
+    return False
+
+
+def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
+    rng = random.Random(seed)
+    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
+
+
+def _value_at(e: Any, pt: dict[Any, float]) -> Any:
+    try:
+        v = e.evalf(20, subs=pt)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    return v if v.is_number and v.is_finite else None
+
+
+def _agree(va: Any, vb: Any) -> bool:
+    scale = max(abs(va), abs(vb))
+    return bool(scale == 0 or abs(va - vb) <= 1e-8 * scale)
+
+
+def sample(a: Any, b: Any, syms: list[Any]) -> bool | None:
+    """Numeric identity test of ``a`` and ``b``: True/False, or None when it cannot evaluate.
+
+    Equal at 6 random positive points (the usual domain of answers: sqrt(1/n) = 1/sqrt(n)), and
+    not different at negative points where both sides are real (|x| is not x). Values stay sympy
+    numbers, so tiny magnitudes are compared, not flushed to zero."""
+    seen = 0
+    for pt in points(syms, 6, 1234):
+        va, vb = _value_at(a, pt), _value_at(b, pt)
+        if va is None or vb is None:
+            continue
+        if not _agree(va, vb):
+            return False
+        seen += 1
+    if seen < 3:
+        return None
+    for pt in points(syms, 3, 4321):
+        neg = {s: -v for s, v in pt.items()}
+        va, vb = _value_at(a, neg), _value_at(b, neg)
+        if va is not None and vb is not None and va.is_real and vb.is_real and not _agree(va, vb):
+            return False
+    return True
+
+
+def _rename(g: Any, p: Any) -> Any:
+    """Rename one free parameter of ``p`` to ``g``'s (``n\\pi`` vs ``k\\pi``, ``C`` vs ``c``)."""
+    gs, ps = g.free_symbols - p.free_symbols, p.free_symbols - g.free_symbols
+    if len(gs) == 1 and len(ps) == 1:
+        (a,), (b,) = gs, ps
+        if str(a).lower() in _PARAMS and str(b).lower() in _PARAMS:
+            return p.xreplace({b: a})
+    return p
+
+
+def expr_eq(g: Any, p: Any) -> bool:
+    if g == p:
+        return True
+    if not (isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr)):
+        return False
+    p = _rename(g, p)
+    if g == p:
+        return True
+    syms = sorted(g.free_symbols | p.free_symbols, key=str)
+    if not g.has(*_OPAQUE) and not p.has(*_OPAQUE) and not g.atoms(sympy.core.function.AppliedUndef):
+        verdict = sample(g, p, syms)
+        if verdict is not None:
+            return verdict
+    if g.free_symbols != p.free_symbols:
+        return False
+    try:
+        return bool(sympy.simplify(g - p) == 0)
+    except (TypeError, ValueError, NotImplementedError):
+        return False
+
+
+def scalar_eq(g: Scalar, p: Scalar) -> bool:
+    gvals, pvals = [g.expr], [p.expr]
+    if g.decor.percent and not p.decor.percent:
+        gvals.append(g.expr / 100)
+    if p.decor.percent and not g.decor.percent:
+        pvals.append(p.expr / 100)
+    if g.decor.degree and not p.decor.degree:
+        gvals.append(g.expr * sympy.pi / 180)
+    if p.decor.degree and not g.decor.degree:
+        pvals.append(p.expr * sympy.pi / 180)
+    for gv, pv in itertools.product(gvals, pvals):
+        if not isinstance(gv, sympy.Expr) or not isinstance(pv, sympy.Expr):
+            continue
+        if gv.free_symbols or pv.free_symbols:
+            if expr_eq(gv, pv):
+                return True
+        else:
+            gs = g if gv is g.expr else Scalar(gv, g.raw)
+            ps = p if pv is p.expr else Scalar(pv, p.raw)
+            if _const_eq(gs, ps, gv, pv):
+                return True
+    return False
