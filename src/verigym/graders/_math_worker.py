@@ -60,8 +60,22 @@ def _read(fd: int, deadline: float | None) -> Any:
     return pickle.loads(_read_exact(fd, size, deadline))
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when its parent dies, even mid-computation."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _serve() -> None:
     """Worker main loop: read (gold, pred, mode, question) frames, answer with verdict frames."""
+    _die_with_parent()
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing the check prints can corrupt the protocol
     from verigym.graders._math_check import check
