@@ -153,3 +153,27 @@ async def test_best_of_n_with_grader_excludes_errors() -> None:
     cands = [Candidate(index=i, text="", answer=str(i)) for i in range(3)]
     sel = await select_best_of_n_grader(task, cands, trajs, Grader(grade, name="g"))
     assert sel.index == 1 and sel.detail["grader_errors"] == 1
+
+
+def test_calibrate_groups_gives_each_task_its_rows_threshold() -> None:
+    hook = OnlineDeepConf(window=64, eta=1.0, fraction=0.5)
+    # task 0 warm-up: lengths 4 → window min(64, 0.5·4) = 2; lowest groups 3.0; task 1: 1.0
+    th = hook.calibrate_groups([[tops([3, 3, 3, 3])], [tops([1, 1, 1, 1])]], [[0, 1], [2]])
+    assert hook.window == 2 and th == {0: pytest.approx(3.0), 1: pytest.approx(3.0), 2: pytest.approx(1.0)}
+    dip = tops([2.0, 2.0])
+    assert hook(0, dip) is True and hook(2, dip) is False  # 2.0 < 3.0 for task 0, not < 1.0 for task 1
+
+
+async def test_run_online_without_hook_is_a_reported_offline_fallback() -> None:
+    from verigym.select.online_run import run_online
+    from verigym.types import Completion, Sampling
+
+    def reply(messages: Sequence[Message]) -> Completion:
+        return Completion(text="value 9", top_logprobs=tops([3, 3, 0.5, 3]))
+
+    run = await run_online(
+        ScriptedPolicy(reply), [Message(role="user", content="p")], n=4, sampling=Sampling(seed=0),
+        answer=lambda t: t.split()[-1], warmup=2, eta=1.0, window=2, fraction=0,
+    )  # fmt: skip
+    assert run.mode == "offline-fallback" and run.selection.answer == "9"
+    assert run.stopped == 0 and len(run.completions) == 4

@@ -110,3 +110,29 @@ def test_deepconf_offline_filters_low_confidence_majority() -> None:
 def test_deepconf_without_logprobs_is_an_error_not_a_guess() -> None:
     with pytest.raises(ValueError, match="top-k logprobs"):
         select_deepconf([Candidate(index=0, text="x", answer="1")])
+
+
+def test_answer_key_uses_the_environments_parser() -> None:
+    from verigym.envs.registry import load_env
+    from verigym.select import answer_key, register_answer_parser
+
+    env = load_env("arithmetic")
+    assert answer_key(env, "12+34=46") == "46"  # the arithmetic grader reads the final integer
+    assert answer_key(env, "no number") is None
+    assert answer_key(None, "so \\boxed{1/2}") == "1/2"  # math extraction when no env parser
+
+    class WithParser:
+        name = "custom"
+
+        def parse_answer(self, text: str) -> str:
+            return text.upper()
+
+    assert answer_key(WithParser(), "abc") == "ABC"
+
+    class Named:
+        name = "named-env"
+
+    register_answer_parser("named-env", lambda text: text[::-1])
+    assert answer_key(Named(), "abc") == "cba"
+    register_answer_parser("named-env", lambda text: 1 / 0)
+    assert answer_key(Named(), "abc") is None  # a crashing parser means "no answer", not a guess

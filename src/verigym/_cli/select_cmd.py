@@ -89,21 +89,12 @@ def _policy(
             f"{model} at {', '.join(base_url)}",
             True,
         )
-    try:
-        from verigym.policies.default import default_policy  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        if not model:
-            fail(f"no {flag}base-url and no {flag}model given: pass a local model directory or an endpoint")
-        from verigym.policies.base import PolicyError
-        from verigym.policies.local import LocalPolicy
+    from verigym.policies.base import PolicyError
+    from verigym.policies.default import default_policy
 
-        try:
-            return LocalPolicy.from_pretrained(model), f"local model {model}", False
-        except PolicyError as exc:
-            fail(f"{flag}model {model}: {exc}")
     try:
         policy, message = default_policy(model)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, PolicyError) as exc:
         fail(f"{flag}model {model}: cannot load the local model ({exc})")
     return policy, str(message), False
 
@@ -119,6 +110,15 @@ async def _check(policy: Any, flag: str) -> None:
         if not models:
             fail(f"{flag}model is required: the server lists no models")
         policy.model = models[0]
+
+
+def _online_mode(policy: Any, remote: bool) -> str:
+    if remote:
+        return (
+            "replayed: this OpenAI-compatible endpoint has no early-stop hook, so it generated every trace in "
+            "full; the tokens shown are what a server running OnlineDeepConf (see its server_args) would spend"
+        )
+    return "replayed: LocalPolicy with OnlineDeepConf as early_stop cuts the same traces at the same tokens"
 
 
 def _print_table(summary: dict[str, Any]) -> None:
@@ -344,6 +344,7 @@ def _run(
                 env_name=env_name,
                 on_record=advance,
                 on_select=selecting,
+                extra_meta={"deepconf_online_mode": _online_mode(policy, remote)},
             )
         finally:
             for p in {id(policy): policy, id(judge): judge}.values():

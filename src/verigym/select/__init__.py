@@ -9,7 +9,7 @@
 * ``run``: the experiment behind ``verigym select`` (accuracy vs samples and tokens).
 """
 
-from verigym.select._common import Candidate, Selection, answer_key, normalize_answer
+from verigym.select._common import Candidate, Selection, answer_key, normalize_answer, register_answer_parser
 from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
 from verigym.select.deepconf import OnlineDeepConf, select_deepconf, select_online
 from verigym.select.genselect import pick, select_genselect
@@ -24,6 +24,7 @@ __all__ = [
     "majority_vote",
     "normalize_answer",
     "pick",
+    "register_answer_parser",
     "select_best_of_n_grader",
     "select_best_of_n_reward_model",
     "select_deepconf",

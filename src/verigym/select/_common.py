@@ -7,13 +7,15 @@ matters: it is what makes tie-breaking deterministic.
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from verigym.types import Completion, Trajectory, Usage
 
-__all__ = ["Candidate", "Selection", "answer_key", "normalize_answer"]
+__all__ = ["Candidate", "Selection", "answer_key", "normalize_answer", "register_answer_parser"]
 
 
 @dataclass(frozen=True)
@@ -147,19 +149,43 @@ def _fallback_extract(text: str) -> str | None:
     return nums[-1] if nums else None
 
 
+# Parsers for environments that do not (yet) define ``parse_answer``: env name → "module:function".
+_PARSERS: dict[str, str | Callable[[str], Any]] = {"arithmetic": "verigym.envs.arithmetic:parse_integer"}
+
+
+def register_answer_parser(env_name: str, parser: str | Callable[[str], Any]) -> None:
+    """Tell ``answer_key`` how to read answers of ``env_name`` (a callable or ``"module:function"``)."""
+    _PARSERS[env_name] = parser
+
+
+def _env_parser(env: Any) -> Callable[[str], Any] | None:
+    parse = getattr(env, "parse_answer", None) if env is not None else None
+    if callable(parse):
+        return cast("Callable[[str], Any]", parse)
+    spec = _PARSERS.get(str(getattr(env, "name", "")))
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        module, _, attr = spec.partition(":")
+        try:
+            spec = cast("Callable[[str], Any]", getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            return None
+        _PARSERS[str(env.name)] = spec
+    return spec
+
+
 def answer_key(env: Any, text: str) -> str | None:
     """The answer ``text`` votes for, normalised (None: no answer).
 
-    Prefers the environment's own ``parse_answer(text)`` (the parser its grader uses); else
-    ``verigym.graders.math.extract_answer``; else ``\\boxed{}`` / ``Answer:`` lines / the last
-    number. A parser that raises counts as "no answer" for this sample (it does not vote).
+    Prefers the environment's own ``parse_answer(text)`` (the parser its grader uses), then a
+    parser registered for its name (``register_answer_parser``; ``arithmetic`` reads the final
+    integer like its grader), else ``verigym.graders.math.extract_answer``. A parser that
+    raises counts as "no answer" for this sample (it does not vote).
     """
-    parse = getattr(env, "parse_answer", None) if env is not None else None
+    parse = _env_parser(env)
     try:
-        if callable(parse):
-            raw = parse(text)
-        else:
-            raw = _math_extract(text)
+        raw = parse(text) if parse is not None else _math_extract(text)
     except Exception:
         return None
     return normalize_answer(None if raw is None else str(raw))

@@ -89,13 +89,42 @@ class OnlineDeepConf:
         if not confs:
             self.threshold = None
             return None
-        self.window = choose_window([len(c) for c in confs], self.max_window, self.fraction)
+        if self.fraction > 0:
+            self.window = choose_window([len(c) for c in confs], self.max_window, self.fraction)
         scores = [trace_score(c, self.window, "lowest") for c in confs]
         kept = [
             s for s, keep in zip(scores, keep_top(scores, self.eta), strict=True) if keep and s is not None
         ]
         self.threshold = min(kept)
         return self.threshold
+
+    def calibrate_groups(
+        self, warmups: Sequence[Sequence[Sequence[Sequence[float]]]], rows: Sequence[Sequence[int]]
+    ) -> dict[int, float]:
+        """Per-task thresholds for one batched pass over many tasks (an RL rollout step).
+
+        ``warmups[g]`` are task g's warm-up traces (top-k logprobs) and ``rows[g]`` the row
+        indices of its remaining traces in the coming ``generate`` call. One window (from all
+        warm-ups' lengths) is shared; each task's rows get the threshold of its own warm-up.
+        Tasks whose warm-up has no tokens get no threshold (never stopped).
+        """
+        if len(warmups) != len(rows):
+            raise ValueError(f"{len(warmups)} warm-up groups but {len(rows)} row groups")
+        lengths = [len(t) for group in warmups for t in group if len(t)]
+        self.window = choose_window(lengths, self.max_window, self.fraction) if lengths else self.max_window
+        scale, self.fraction = self.fraction, 0.0  # keep the shared window while calibrating each group
+        try:
+            for group, members in zip(warmups, rows, strict=True):
+                threshold = self.calibrate(group)
+                for r in members:
+                    if threshold is None:
+                        self.thresholds.pop(r, None)
+                    else:
+                        self.thresholds[r] = threshold
+        finally:
+            self.fraction = scale
+        self.threshold = None
+        return dict(self.thresholds)
 
     # -- the hook --------------------------------------------------------------------------------
     def reset(self) -> None:

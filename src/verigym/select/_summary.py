@@ -210,6 +210,8 @@ def write_report(out: Path, summary: Mapping[str, Any]) -> Path:
     report.heading("How this was measured")
     for note in summary.get("notes", {}).values():
         report.paragraph(str(note))
+    if summary.get("deepconf_online_mode"):
+        report.paragraph(f"deepconf-online mode: {summary['deepconf_online_mode']}")
     for line in summary.get("warnings", []):
         report.paragraph(f"warning: {line}")
     return report.write(out / "report.html")
