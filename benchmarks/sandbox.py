@@ -53,10 +53,11 @@ def main() -> None:
         "verigym sandbox": bench_verdict,
     }
     bench_verdict(lines[0])  # warm-up: the sandbox probe and the worker source are cached once
-    results: dict[str, tuple[float, int]] = {}
-    for name, fn in sides.items():
-        runs = [timed(fn, lines) for _ in range(args.rounds)]
-        results[name] = (statistics.median(r[0] for r in runs), runs[0][1])
+    runs: dict[str, list[tuple[float, int]]] = {name: [] for name in sides}
+    for _ in range(args.rounds):  # interleaved, so a change in machine load hits every side alike
+        for name, fn in sides.items():
+            runs[name].append(timed(fn, lines))
+    results = {name: (statistics.median(r[0] for r in rs), rs[0][1]) for name, rs in runs.items()}
     n = len(lines)
     print(f"suite: {args.suite} ({n} candidates), rounds: {args.rounds}, interpreter: {python}")
     print(f"{'side':<24}{'runs/s':>10}{'s/run':>10}{'agree':>10}")
@@ -65,6 +66,8 @@ def main() -> None:
     base = n / results["bare python3 -c"][0]
     ours = n / results["verigym sandbox"][0]
     print(f"sandbox overhead vs bare python3 -c: {base / ours:.2f}x (target <= 1.3x)")
+    lean = n / results["bare python3 -S -I -c"][0]
+    print(f"sandbox overhead vs bare python3 -S -I -c: {lean / ours:.2f}x")
 
 
 if __name__ == "__main__":
