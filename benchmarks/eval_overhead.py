@@ -162,14 +162,34 @@ async def bare_openai(url: str, texts: Sequence[str], concurrency: int, transpor
     return elapsed
 
 
-async def verigym_eval(url: str, n: int, concurrency: int, transport: str) -> tuple[float, float]:
+def arithmetic_env(async_grader: bool = False) -> Any:
+    """The built-in arithmetic env; optionally with its grader wrapped as ``async def``.
+
+    A sync grader runs in a worker thread per call (so a slow one cannot stall the event loop);
+    an async one runs inline, as verifiers' reward functions do.
+    """
+    from verigym.envs.arithmetic import ArithmeticEnv, correct
+    from verigym.rubric import Grader, Rubric
+
+    env = ArithmeticEnv()
+    if async_grader:
+
+        async def correct_async(task: Any, trajectory: Any) -> Any:
+            return correct(task, trajectory)
+
+        env.rubric = Rubric([Grader(correct_async, name="correct")])
+    return env
+
+
+async def verigym_eval(
+    url: str, n: int, concurrency: int, transport: str, async_grader: bool = False
+) -> tuple[float, float]:
     """(rollout phase seconds, total seconds including summary.json and report.html)."""
-    from verigym.envs.arithmetic import ArithmeticEnv
     from verigym.eval.config import EvalConfig
     from verigym.eval.run import evaluate
     from verigym.policies.openai import OpenAIPolicy
 
-    env = ArithmeticEnv()
+    env = arithmetic_env(async_grader)
     policy = OpenAIPolicy("bench", [url], concurrency=concurrency, transport=transport)  # type: ignore[arg-type]
     warm = env.tasks(64, seed=1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,9 +214,8 @@ async def verigym_eval(url: str, n: int, concurrency: int, transport: str) -> tu
     return marks["last"] - start, total
 
 
-async def engine_only(n: int, concurrency: int) -> float:
+async def engine_only(n: int, concurrency: int, async_grader: bool = False) -> float:
     """run_rollouts + rubric with a policy that answers at once (no HTTP): verigym's own cost."""
-    from verigym.envs.arithmetic import ArithmeticEnv
     from verigym.runner import run_rollouts
     from verigym.types import Completion, Sampling, Usage
 
@@ -209,7 +228,7 @@ async def engine_only(n: int, concurrency: int) -> float:
             await asyncio.sleep(0)
             return done
 
-    env = ArithmeticEnv()
+    env = arithmetic_env(async_grader)
     tasks = env.tasks(n, seed=0)  # generating tasks is the environment's cost, not the engine's
     sampling = Sampling(max_tokens=64, seed=0)
     start = time.perf_counter()
@@ -308,6 +327,7 @@ def main() -> None:
     ap.add_argument("--vf-rollouts", type=int, default=40, help="rollouts given to vf-eval (default 40)")
     ap.add_argument("--vf-timeout", type=float, default=240.0, help="seconds before vf-eval is stopped")
     ap.add_argument("--skip-vf", action="store_true", help="do not run vf-eval")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds over all contenders; best kept (default 2)")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -320,19 +340,27 @@ def main() -> None:
         texts = prompts(n)
         print(f"eval overhead: {n} single-turn rollouts, concurrency {c}, server {url} (instant answers)")
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
-        rates["(d) bare aiohttp"] = n / asyncio.run(bare_aiohttp(url, texts, c))
-        rates["(c) bare AsyncOpenAI, httpx (SDK default)"] = n / asyncio.run(
-            bare_openai(url, texts, c, "httpx")
-        )
-        rates["(c') bare AsyncOpenAI, aiohttp transport"] = n / asyncio.run(
-            bare_openai(url, texts, c, "aiohttp")
-        )
-        phase, total = asyncio.run(verigym_eval(url, n, c, "aiohttp"))
-        rates["(a) verigym eval, aiohttp transport"] = n / phase
-        rates["(a) verigym eval incl. summary+report"] = n / total
-        for transport, label in (("sdk", "SDK + its aiohttp client"), ("sdk-httpx", "SDK + httpx (default)")):
-            rates[f"(a') verigym eval, {label}"] = n / asyncio.run(verigym_eval(url, n, c, transport))[0]
-        engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))  # best of 3: the machine is shared
+
+        def vg(transport: str, async_grader: bool = False, total: bool = False) -> Callable[[], float]:
+            return lambda: asyncio.run(verigym_eval(url, n, c, transport, async_grader))[1 if total else 0]
+
+        contenders: dict[str, Callable[[], float]] = {
+            "(d) bare aiohttp": lambda: asyncio.run(bare_aiohttp(url, texts, c)),
+            "(c) bare AsyncOpenAI, httpx (SDK default)": lambda: asyncio.run(bare_openai(url, texts, c, "httpx")),
+            "(c') bare AsyncOpenAI, aiohttp transport": lambda: asyncio.run(bare_openai(url, texts, c, "aiohttp")),
+            "(a) verigym eval, aiohttp transport": vg("aiohttp"),
+            "(a) verigym eval incl. summary+report": vg("aiohttp", total=True),
+            "(a) verigym eval, async grader": vg("aiohttp", async_grader=True),
+            "(a') verigym eval, SDK + its aiohttp client": vg("sdk"),
+            "(a') verigym eval, SDK + httpx (default)": vg("sdk-httpx"),
+        }  # fmt: skip
+        # Rounds interleave the contenders and keep each one's best: the machine is shared, and a
+        # neighbour's burst should not decide a ratio.
+        for _ in range(args.rounds):
+            for name, run in contenders.items():
+                rates[name] = max(rates.get(name, 0.0), n / run())
+        engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))  # best of 3, as above
+        engine_async = min(asyncio.run(engine_only(n, c, True)) for _ in range(3))
         vf_line = "skipped (--skip-vf)"
         if not args.skip_vf:
             vf_rate, vf_line = run_vf_eval(url, texts[: args.vf_rollouts], c, args.vf_timeout)
@@ -349,7 +377,10 @@ def main() -> None:
         print(f"{name:<{width}}  {rate:>11.1f}  {rate / limit:>14.1%}  {ours / rate:>14.2f}x")
     print(f"\n(b) vf-eval: {vf_line}")
     overhead_ms = 1000 * (1 / ours - 1 / limit)
-    print(f"verigym engine alone (instant in-process policy): {1e3 * engine / n:.3f} ms per rollout")
+    print(
+        f"verigym engine alone (instant in-process policy): {1e3 * engine / n:.3f} ms per rollout "
+        f"(sync grader in a thread), {1e3 * engine_async / n:.3f} ms (async grader)"
+    )
     print(f"verigym overhead over bare aiohttp: {overhead_ms:.3f} ms per rollout of throughput")
     verdict = "MET" if ours >= 0.5 * limit and 1e3 * engine / n <= 1.0 else "NOT MET"
     print(f"target (>= 50% of aiohttp, <= 1 ms framework overhead per rollout): {verdict}")
