@@ -66,7 +66,20 @@ def _bound_rename(gname: str, pname: str, pval: Value) -> Value:
     return pval
 
 
+def _identity_value(e: Eqn) -> Value | None:
+    """``expr = simplified`` (both sides the same function) states the value ``simplified``."""
+    if e.value is not None or not isinstance(e.lhs, sympy.Expr) or not isinstance(e.rhs, sympy.Expr):
+        return e.value
+    if e.lhs.free_symbols and expr_eq(e.lhs, e.rhs):
+        return Scalar(e.rhs, str(e.rhs))
+    return None
+
+
 def _eqn_eq(g: Eqn, p: Value) -> bool:
+    if not isinstance(p, Eqn) and g.value is None:
+        ident = _identity_value(g)
+        if ident is not None and equal(ident, p):
+            return True
     if isinstance(p, Eqn):
         named = g.name and p.name and g.value is not None and p.value is not None
         if named and _name_key(g.name or "") == _name_key(p.name or ""):
@@ -247,7 +260,8 @@ def equal(g: Value, p: Value) -> bool:
     if isinstance(g, Eqn):
         return _eqn_eq(g, p)
     if isinstance(p, Eqn):
-        return p.value is not None and equal(g, p.value)
+        value = _identity_value(p)
+        return value is not None and equal(g, value)
     if isinstance(g, Scalar) and isinstance(p, Scalar):
         return scalar_eq(g, p)
     if isinstance(g, Rel) and isinstance(p, Rel):

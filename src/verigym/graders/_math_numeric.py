@@ -162,12 +162,18 @@ def expr_eq(g: Any, p: Any) -> bool:
         return False
 
 
+def _hundredth(s: Scalar) -> Scalar:
+    """``41.4%`` read as ``0.414``: a decimal keeps its significant digits, two more places."""
+    return Scalar(s.expr / 100, s.raw, None if s.places is None else s.places + 2, s.sig)
+
+
 def scalar_eq(g: Scalar, p: Scalar) -> bool:
-    gvals, pvals = [g.expr], [p.expr]
+    greads, preads = [g], [p]
     if g.decor.percent and not p.decor.percent:
-        gvals.append(g.expr / 100)
+        greads.append(_hundredth(g))
     if p.decor.percent and not g.decor.percent:
-        pvals.append(p.expr / 100)
+        preads.append(_hundredth(p))
+    gvals, pvals = [r.expr for r in greads], [r.expr for r in preads]
     if g.decor.degree and not p.decor.degree:
         gvals.append(g.expr * sympy.pi / 180)
     if p.decor.degree and not g.decor.degree:
@@ -179,8 +185,8 @@ def scalar_eq(g: Scalar, p: Scalar) -> bool:
             if expr_eq(gv, pv):
                 return True
         else:
-            gs = g if gv is g.expr else Scalar(gv, g.raw)
-            ps = p if pv is p.expr else Scalar(pv, p.raw)
+            gs = next((r for r in greads if r.expr is gv), Scalar(gv, g.raw))
+            ps = next((r for r in preads if r.expr is pv), Scalar(pv, p.raw))
             if _const_eq(gs, ps, gv, pv):
                 return True
     return False
