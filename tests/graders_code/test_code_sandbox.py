@@ -109,3 +109,33 @@ def test_unsafe_mode_runs_without_bwrap() -> None:
 def test_paths_must_stay_inside_workdir() -> None:
     with pytest.raises(ValueError, match="relative"):
         run_sandboxed(["true"], files={"../escape": "x"})
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_worker_wait_with_and_without_pidfd(monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
+    import time
+
+    from verigym.graders import _code_worker
+
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    for sleep_s, budget, expect in ((0.05, 5.0, False), (5.0, 0.2, True)):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(sleep_s)
+            os._exit(0)
+        try:
+            assert _code_worker._timed_out(pid, budget) is expect
+        finally:
+            _code_worker._reap(pid)
+
+
+def test_memfd_fallback_without_memfd_create(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verigym.graders._code_sandbox_io import memfd
+
+    monkeypatch.delattr(os, "memfd_create")
+    fd = memfd(b"hello")
+    try:
+        assert os.read(fd, 10) == b"hello"
+    finally:
+        os.close(fd)

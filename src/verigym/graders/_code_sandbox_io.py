@@ -6,8 +6,10 @@ import contextlib
 import os
 import secrets
 import selectors
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,6 +91,10 @@ def nproc_limit(max_procs: int, fresh_uid: bool) -> int:
 
 
 def prlimit_argv(limits: Limits, fresh_uid: bool | None = None) -> list[str]:
+    """``prlimit --cpu=... --`` for the command (nothing where util-linux's prlimit is missing:
+    only the unsafe mode can get there, since every bwrap host has it)."""
+    if shutil.which("prlimit") is None:
+        return []
     mem = limits.memory_mb * 1024 * 1024
     fsize = limits.max_file_mb * 1024 * 1024
     return [
@@ -104,7 +110,12 @@ def prlimit_argv(limits: Limits, fresh_uid: bool | None = None) -> list[str]:
 
 
 def memfd(data: bytes) -> int:
-    fd = os.memfd_create("verigym", 0)
+    """A readable descriptor holding ``data`` (an anonymous file; no name on any disk)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("verigym", 0)
+    else:  # not Linux: an unlinked temporary file
+        fd, path = tempfile.mkstemp(prefix="verigym-")
+        os.unlink(path)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -99,6 +99,26 @@ def _reap(pid: int) -> int:
         return 0
 
 
+def _timed_out(pid: int, timeout: float) -> bool:
+    """Wait for ``pid`` to exit (without reaping it); True when ``timeout`` passed first."""
+    try:
+        fd = os.pidfd_open(pid)  # Linux >= 5.3
+    except (AttributeError, OSError):
+        fd = -1
+    if fd >= 0:
+        try:
+            return not select.select([fd], [], [], timeout)[0]
+        finally:
+            os.close(fd)
+    deadline, delay = time.monotonic() + timeout, 0.0005
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    return True
+
+
 def _child_limits(cpu: int, fsize: int | None = None) -> None:
     os.setpgid(0, 0)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
@@ -187,13 +207,7 @@ def _run_io(
             sys.stderr.flush()
         finally:
             os._exit(status & 0xFF)
-    timed_out = False
-    try:
-        pidfd = os.pidfd_open(pid)
-        timed_out = not select.select([pidfd], [], [], msg["timeout"])[0]
-        os.close(pidfd)
-    except OSError:
-        pass
+    timed_out = _timed_out(pid, msg["timeout"])
     status = _reap(pid)
     out, err = b"", b""
     try:
