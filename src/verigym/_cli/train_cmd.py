@@ -1,9 +1,160 @@
-"""CLI commands: placeholder until its issue lands."""
+"""``verigym train CONFIG.toml`` (SFT warm-up when configured, then RL) and ``verigym sft CONFIG.toml``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from verigym._cli.common import console, fail, parse_kv
+
+__all__ = ["TrainProgress", "load_train_config", "register", "summary_table"]
+
+
+def load_train_config(
+    config: Path | None, overrides: list[str] | None, preset: str | None, steps: int | None, out: Path | None
+) -> Any:
+    """The validated config, or one red line and exit 2."""
+    from verigym.train.config import ConfigError, load_config
+
+    kv = parse_kv(overrides, "--set")
+    if preset is not None:
+        kv["rl.preset"] = preset
+    if steps is not None:
+        kv["rl.steps"] = steps
+    if out is not None:
+        kv["out_dir"] = str(out)
+    try:
+        return load_config(config, kv)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+class TrainProgress:
+    """A rich progress bar fed by the trainer's ``progress(event, info)`` callback."""
+
+    def __init__(self, total_rl: int, total_sft: int = 0) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"), console=console, transient=False,
+        )  # fmt: skip
+        self.sft = self.bar.add_task("SFT", total=total_sft or None, info="", visible=bool(total_sft))
+        self.rl = self.bar.add_task("RL", total=total_rl, info="")
+
+    def __enter__(self) -> TrainProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.__exit__(*exc)
+
+    def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event == "sft_step":
+            text = f"loss {info['loss']:.3f}"
+            if "eval/pass_at_1" in info:
+                text += f"  held-out pass@1 {info['eval/pass_at_1']:.2f}"
+            self.bar.update(self.sft, completed=info["step"], info=text, visible=True)
+        elif event == "step":
+            text = f"reward {info.get('reward', float('nan')):.2f}  pass {info.get('pass_rate', float('nan')):.2f}"
+            if "entropy" in info:
+                text += f"  H {info['entropy']:.2f}"
+            if "eval/pass_at_1" in info:
+                text += f"  held-out {info['eval/pass_at_1']:.2f}"
+            self.bar.update(self.rl, completed=info["step"] + 1, info=text)
+
+
+def summary_table(title: str, summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("value", justify="right")
+    for k, v in summary.items():
+        table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+    console.print(table)
+
+
+def _threads(threads: int | None) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``train`` and ``sft``."""
+
+    @app.command()
+    def train(
+        config: Path = typer.Argument(
+            None, help="TOML config (model, envs, sampling, sft, rl, eval, logging)."
+        ),
+        resume: Path = typer.Option(
+            None, "--resume", help="Continue the run in this directory from its newest checkpoint."
+        ),
+        overrides: list[str] = typer.Option(
+            None, "--set", help="Override a config key, e.g. --set rl.lr=1e-4 (repeatable)."
+        ),
+        preset: str = typer.Option(
+            None,
+            "--preset",
+            help="RL preset: grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo.",
+        ),
+        steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
+        out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
+        threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+    ) -> None:
+        """Train with RL (GRPO family), after a light SFT warm-up when [sft] names data or demos."""
+        from verigym.envs.registry import EnvError
+        from verigym.train.pipeline import run_train
+        from verigym.train.sft import SFTDataError
+
+        if config is None and resume is None:
+            fail("give a CONFIG.toml, or --resume RUN_DIR")
+        _threads(threads)
+        if resume is not None:
+            if not (resume / "config.json").is_file():
+                fail(f"--resume {resume}: not a verigym train run directory (no config.json)")
+            from verigym.train.config import TrainConfig
+
+            cfg = TrainConfig.model_validate_json((resume / "config.json").read_text())
+        else:
+            cfg = load_train_config(config, overrides, preset, steps, out)
+        try:
+            with TrainProgress(
+                cfg.rl.steps, cfg.sft.max_steps if (cfg.sft.data or cfg.sft.demos) else 0
+            ) as bar:
+                summary = run_train(cfg, resume=resume, progress=bar)
+        except (EnvError, SFTDataError, FileNotFoundError) as exc:
+            fail(str(exc))
+        summary_table(f"verigym train → {cfg.out_dir if resume is None else resume}", summary)
+
+    @app.command()
+    def sft(
+        config: Path = typer.Argument(
+            ..., help="TOML config; [sft] names data (JSONL) or demos (oracle demonstrations)."
+        ),
+        overrides: list[str] = typer.Option(
+            None, "--set", help="Override a config key, e.g. --set sft.lr=1e-3 (repeatable)."
+        ),
+        out: Path = typer.Option(
+            None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."
+        ),
+        threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+    ) -> None:
+        """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
+        from verigym.envs.registry import EnvError
+        from verigym.train.pipeline import run_sft
+        from verigym.train.sft import SFTDataError
+
+        _threads(threads)
+        cfg = load_train_config(config, overrides, None, None, out)
+        try:
+            with TrainProgress(0, cfg.sft.max_steps or 1) as bar:
+                summary = run_sft(cfg, progress=bar)
+        except (EnvError, SFTDataError, FileNotFoundError) as exc:
+            fail(str(exc))
+        summary_table(f"verigym sft → {cfg.out_dir}", summary)

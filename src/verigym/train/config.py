@@ -13,9 +13,10 @@ normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft 
 
 from __future__ import annotations
 
+import itertools
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -26,6 +27,7 @@ __all__ = [
     "PRESETS",
     "ConfigError",
     "EnvConfig",
+    "EvalConfig",
     "LoggingConfig",
     "LoraConfig",
     "ModelConfig",
@@ -54,7 +56,7 @@ def schedule_value(schedule: Schedule, step: int) -> float:
     points = sorted(schedule)
     if step <= points[0][0]:
         return float(points[0][1])
-    for (s0, v0), (s1, v1) in zip(points, points[1:], strict=False):
+    for (s0, v0), (s1, v1) in itertools.pairwise(points):
         if step <= s1:
             return float(v0 + (v1 - v0) * (step - s0) / max(s1 - s0, 1))
     return float(points[-1][1])
@@ -65,9 +67,9 @@ class _Strict(BaseModel):
 
 
 class LoraConfig(_Strict):
-    r: int = Field(8, gt=0)
-    alpha: int = Field(16, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
+    r: Annotated[int, Field(gt=0)] = 8
+    alpha: Annotated[int, Field(gt=0)] = 16
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
     target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
@@ -89,33 +91,32 @@ class EnvConfig(_Strict):
 
 
 class SamplingConfig(_Strict):
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(16, gt=0)
+    temperature: Annotated[float, Field(gt=0)] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    max_tokens: Annotated[int, Field(gt=0)] = 16
 
 
 class SFTConfig(_Strict):
     data: str | None = None  # results.jsonl of an eval, or a JSONL of {"messages": [...]}
-    demos: int = Field(0, ge=0)  # or: this many verified oracle demonstrations from the envs
-    epochs: int = Field(1, gt=0)
-    max_steps: int = Field(0, ge=0)  # 0: run the epochs
-    batch_size: int = Field(16, gt=0)
-    grad_accum: int = Field(1, gt=0)
-    lr: float = Field(2e-3, gt=0)
+    demos: Annotated[int, Field(ge=0)] = 0  # or: this many verified oracle demonstrations from the envs
+    epochs: Annotated[int, Field(gt=0)] = 1
+    max_steps: Annotated[int, Field(ge=0)] = 0  # 0: run the epochs
+    batch_size: Annotated[int, Field(gt=0)] = 16
+    grad_accum: Annotated[int, Field(gt=0)] = 1
+    lr: Annotated[float, Field(gt=0)] = 2e-3
     lr_schedule: Literal["constant", "linear", "cosine"] = "cosine"
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: Annotated[int, Field(ge=0)] = 0
     weight_decay: float = 0.0
     packing: bool = False
-    eval_every: int = Field(0, ge=0)
-    eval_tasks: int = Field(64, gt=0)
+    eval_every: Annotated[int, Field(ge=0)] = 0
     target_pass_at_1: float | None = None  # stop once a held-out eval reaches this (light SFT)
 
 
 class RLConfig(_Strict):
     preset: str = "grpo"
-    steps: int = Field(50, gt=0)
-    groups_per_step: int = Field(8, gt=0)
-    group_size: int = Field(8, gt=1)
+    steps: Annotated[int, Field(gt=0)] = 50
+    groups_per_step: Annotated[int, Field(gt=0)] = 8
+    group_size: Annotated[int, Field(gt=1)] = 8
     # advantages
     advantage: AdvantageEstimator = "grpo"
     scale_rewards: Scale = "group"
@@ -130,7 +131,7 @@ class RLConfig(_Strict):
     dual_clip: float | None = None
     delta: float | None = None
     aggregation: Aggregation = "seq-mean-token-mean"
-    kl_beta: float = Field(0.0, ge=0)
+    kl_beta: Annotated[float, Field(ge=0)] = 0.0
     entropy_coef: float = 0.0
     adaptive_entropy: bool = False
     entropy_target: float = 0.2
@@ -142,21 +143,23 @@ class RLConfig(_Strict):
     kl_cov_ratio: float = 2e-3
     kl_cov_beta: float = 1.0
     # optimisation
-    lr: float = Field(1e-3, gt=0)
+    lr: Annotated[float, Field(gt=0)] = 1e-3
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: Annotated[int, Field(ge=0)] = 0
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    num_iterations: int = Field(1, gt=0)
-    minibatches: int = Field(1, gt=0)
-    grad_accum: int = Field(1, gt=0)
+    num_iterations: Annotated[int, Field(gt=0)] = 1
+    minibatches: Annotated[int, Field(gt=0)] = 1
+    grad_accum: Annotated[int, Field(gt=0)] = 1
     # sampling-side recipes
     dynamic_sampling: bool = False
-    max_rounds: int = Field(3, gt=0)
+    max_rounds: Annotated[int, Field(gt=0)] = 3
     difficulty_low: float = 0.0
     difficulty_high: float = 1.0
-    difficulty_window: int = Field(4, gt=0)
-    overlong_buffer: float = Field(0.0, ge=0)  # DAPO L_cache: tokens, or a fraction of max_tokens if < 1
+    difficulty_window: Annotated[int, Field(gt=0)] = 4
+    overlong_buffer: Annotated[float, Field(ge=0)] = (
+        0.0  # DAPO L_cache: tokens, or a fraction of max_tokens if < 1
+    )
     truncation: Literal["none", "mask", "penalty"] = "none"
     truncation_penalty: float = -1.0
     lead_length_reward: bool = False
@@ -164,9 +167,8 @@ class RLConfig(_Strict):
     token_cost: float = 0.0
     shuffle_rewards: bool = False  # a control: shuffle rewards across the batch (should not learn)
     # pipeline
-    queue_size: int = Field(1, gt=0)
-    eval_every: int = Field(0, ge=0)
-    eval_tasks: int = Field(64, gt=0)
+    queue_size: Annotated[int, Field(gt=0)] = 1
+    eval_every: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _check(self) -> RLConfig:
@@ -179,8 +181,16 @@ class RLConfig(_Strict):
         return self
 
 
+class EvalConfig(_Strict):
+    """Held-out evaluation (``split="test"`` of each environment): pass@1 = mean of reward ≥ 1."""
+
+    tasks: Annotated[int, Field(gt=0)] = 200
+    samples: Annotated[int, Field(gt=0)] = 1
+    temperature: Annotated[float, Field(ge=0)] = 0.0  # 0: greedy
+
+
 class LoggingConfig(_Strict):
-    checkpoint_every: int = Field(0, ge=0)  # 0: only at the end
+    checkpoint_every: Annotated[int, Field(ge=0)] = 0  # 0: only at the end
     tensorboard: bool = False
     wandb: bool = False
     report: bool = True
@@ -189,16 +199,22 @@ class LoggingConfig(_Strict):
 class TrainConfig(_Strict):
     seed: int = 0
     out_dir: str = "runs/train"
-    model: ModelConfig = ModelConfig()
-    envs: list[EnvConfig] = [EnvConfig(name="arithmetic")]
-    sampling: SamplingConfig = SamplingConfig()
-    sft: SFTConfig = SFTConfig()
-    rl: RLConfig = RLConfig()
-    logging: LoggingConfig = LoggingConfig()
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    envs: list[EnvConfig] = Field(default_factory=lambda: [EnvConfig(name="arithmetic")])
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {"advantage": "grpo", "scale_rewards": "group", "aggregation": "seq-mean-token-mean", "kl_beta": 0.04},
+    "grpo": {
+        "advantage": "grpo",
+        "scale_rewards": "group",
+        "aggregation": "seq-mean-token-mean",
+        "kl_beta": 0.04,
+    },
     "dr_grpo": {"advantage": "dr_grpo", "aggregation": "seq-mean-token-sum-norm", "kl_beta": 0.0},
     "dapo": {
         "advantage": "grpo",
@@ -209,12 +225,24 @@ PRESETS: dict[str, dict[str, Any]] = {
         "overlong_buffer": 0.2,
         "kl_beta": 0.0,
     },
-    "opo": {"advantage": "opo", "num_iterations": 1, "minibatches": 1, "aggregation": "token-mean", "kl_beta": 0.0},
+    "opo": {
+        "advantage": "opo",
+        "num_iterations": 1,
+        "minibatches": 1,
+        "aggregation": "token-mean",
+        "kl_beta": 0.0,
+    },
     "skywork": {"adaptive_entropy": True, "aggregation": "token-mean", "kl_beta": 0.0},
     "lead": {"lead_length_reward": True, "lead_difficulty": True, "kl_beta": 0.0},
     "clip_cov": {"loss": "clip_cov", "aggregation": "token-mean", "kl_beta": 0.0},
     "kl_cov": {"loss": "kl_cov", "aggregation": "token-mean", "kl_beta": 0.0},
-    "gspo": {"loss": "gspo", "eps_low": 3e-4, "eps_high": 4e-4, "aggregation": "seq-mean-token-mean", "kl_beta": 0.0},
+    "gspo": {
+        "loss": "gspo",
+        "eps_low": 3e-4,
+        "eps_high": 4e-4,
+        "aggregation": "seq-mean-token-mean",
+        "kl_beta": 0.0,
+    },
 }
 
 
@@ -244,7 +272,9 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
     if isinstance(rl, dict):
         preset = rl.get("preset", "grpo")
         if preset not in PRESETS:
-            raise ConfigError(f"{source}: rl.preset: unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+            raise ConfigError(
+                f"{source}: rl.preset: unknown preset {preset!r}; choose one of {sorted(PRESETS)}"
+            )
         raw["rl"] = {**PRESETS[preset], **rl, "preset": preset}
     try:
         return TrainConfig.model_validate(raw)

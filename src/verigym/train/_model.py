@@ -1,0 +1,101 @@
+"""Build the model, tokenizer and ``LocalPolicy`` a config names; LoRA; held-out evaluation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from verigym.envs.base import Environment
+from verigym.policies.base import Policy
+from verigym.runner import run_rollouts
+from verigym.train.config import LoraConfig, ModelConfig
+from verigym.types import Sampling, Task
+
+__all__ = ["apply_lora", "evaluate", "load_model", "resolve_device"]
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer): from ``weights`` (a checkpoint's ``model/``) or ``cfg.path``, else a fresh tiny.
+
+    For LoRA the base comes from ``cfg`` and the adapter from ``weights`` when given.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(cfg.device)
+    dtype = torch.float32
+    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.startswith("cuda")):
+        dtype = torch.bfloat16
+    model: Any
+    full = weights if weights is not None and cfg.lora is None else None
+    source = full or cfg.path
+    if source is not None:
+        if not Path(source).exists():
+            raise FileNotFoundError(f"model.path: no model directory at {source}")
+        tokenizer = AutoTokenizer.from_pretrained(str(source))
+        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype)
+    else:
+        from verigym.policies import tiny
+
+        tokenizer = tiny.build_tokenizer()
+        model = tiny.build_model(cfg.tiny or "tiny", tokenizer, cfg.seed)
+        model = model.to(dtype=dtype)
+    model = model.to(device)
+    if cfg.lora is not None:
+        if weights is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(weights), is_trainable=True)
+        else:
+            model = apply_lora(model, cfg.lora)
+    model.eval()
+    return model, tokenizer
+
+
+def apply_lora(model: Any, cfg: LoraConfig) -> Any:
+    """Wrap ``model`` with fresh LoRA adapters (only they are trainable)."""
+    from peft import LoraConfig as PeftLora
+    from peft import get_peft_model
+
+    conf = PeftLora(
+        r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=list(cfg.target_modules)
+    )
+    return get_peft_model(model, conf)
+
+
+async def evaluate(
+    env: Environment,
+    policy: Policy,
+    tasks: Sequence[Task],
+    *,
+    sampling: Sampling,
+    samples: int = 1,
+    env_name: str = "env",
+) -> dict[str, float]:
+    """Held-out pass@1 (mean of reward ≥ 1 over every sample), mean reward and the error count."""
+    records = await run_rollouts(
+        env,
+        policy,
+        tasks,
+        samples_per_task=samples,
+        sampling=sampling,
+        concurrency=max(1, len(tasks) * samples),
+        env_name=env_name,
+        model_name=policy.name,
+    )
+    ok = [r for r in records if r.error is None and r.score.reward is not None]
+    rewards = [float(r.score.reward) for r in ok if r.score.reward is not None]
+    return {
+        "pass_at_1": sum(x >= 1.0 for x in rewards) / max(len(rewards), 1),
+        "reward": sum(rewards) / max(len(rewards), 1),
+        "errors": float(len(records) - len(ok)),
+    }

@@ -1,0 +1,213 @@
+"""The consumer's policy update: logprobs forward, loss, minibatches, gradient accumulation.
+
+Old logprobs are the sampling logprobs the policy returned (the policy that sampled *is* π_old),
+so no extra forward pass is needed, with any ``num_iterations``; the training forward divides the
+logits by the sampling temperature so that, on policy, the ratio is 1 up to float round-off (logged
+as ``logprob_diff``). Only rows without sampling logprobs get a no-grad forward for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from verigym.train import losses as L
+from verigym.train.config import RLConfig
+from verigym.train.samples import Batch, Row, collate
+
+__all__ = ["UpdateState", "forward_logprobs", "policy_update"]
+
+
+@dataclass
+class UpdateState:
+    """Everything the update carries from step to step (saved in checkpoints)."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    generator: torch.Generator
+    entropy: L.AdaptiveEntropy | None = None
+    last_nll: float = math.inf
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def forward_logprobs(
+    model: Any, batch: Batch, temperature: float, *, entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log π of each target (B, T−1), entropy per position (B, T−1) or None)."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+    logits = out.logits[:, :-1]
+    logp = L.token_logprobs(logits, batch.targets, temperature)
+    ent = L.token_entropy(logits, temperature) if entropy else None
+    return logp, ent
+
+
+def _chunks(items: Sequence[int], parts: int) -> list[list[int]]:
+    parts = max(1, min(parts, len(items)))
+    size = math.ceil(len(items) / parts)
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+@contextlib.contextmanager
+def _reference(model: Any, ref_model: Any | None) -> Iterator[Any]:
+    """The reference policy: a frozen copy, or the base model under a LoRA adapter."""
+    if ref_model is not None:
+        yield ref_model
+    elif hasattr(model, "disable_adapter"):
+        with model.disable_adapter():
+            yield model
+    else:
+        raise ValueError("kl_beta > 0 needs a reference model (full fine-tuning keeps a frozen copy)")
+
+
+@torch.no_grad()
+def _fill_logprobs(
+    model: Any, rows: list[Row], pad_id: int, temperature: float, micro: int, key: str
+) -> None:
+    """Compute per-row logprobs with a no-grad forward; store in ``row.logprobs`` or ``row.meta[key]``."""
+    for idx in _chunks(range(len(rows)), math.ceil(len(rows) / micro)):
+        part = [rows[i] for i in idx]
+        batch = collate(part, pad_id)
+        logp, _ = forward_logprobs(model, batch, temperature)
+        for j, r in enumerate(part):
+            values = [0.0, *logp[j, : len(r.ids) - 1].tolist()]
+            if key == "old":
+                r.logprobs = values
+            else:
+                r.meta[key] = values
+
+
+def _pad_meta(rows: Sequence[Row], key: str, width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        v = r.meta[key]
+        out[i, : len(v)] = torch.tensor(v, dtype=torch.float32)
+    return out[:, 1:]
+
+
+def policy_update(
+    model: Any,
+    rows: list[Row],
+    cfg: RLConfig,
+    state: UpdateState,
+    *,
+    pad_id: int,
+    temperature: float,
+    max_len: int,
+    ref_model: Any | None = None,
+    micro_rows: int = 64,
+) -> dict[str, float]:
+    """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics."""
+    device = next(model.parameters()).device
+    model.train()
+    if any(r.logprobs is None for r in rows):
+        _fill_logprobs(model, [r for r in rows if r.logprobs is None], pad_id, temperature, micro_rows, "old")
+    if cfg.kl_beta > 0:
+        with _reference(model, ref_model) as ref:
+            _fill_logprobs(ref, rows, pad_id, temperature, micro_rows, "ref")
+    entropy_coef = cfg.entropy_coef
+    if state.entropy is not None:
+        entropy_coef = state.entropy.coef(state.last_nll)
+    want_entropy_grad = entropy_coef != 0.0
+    sums: dict[str, float] = {}
+    tokens_seen = 0.0
+    grad_norms: list[float] = []
+
+    def add(name: str, value: float, weight: float) -> None:
+        sums[name] = sums.get(name, 0.0) + value * weight
+
+    first_pass = True
+    for _ in range(cfg.num_iterations):
+        order = torch.randperm(len(rows), generator=state.generator).tolist()
+        for mb in _chunks(order, cfg.minibatches):
+            mb_rows = [rows[i] for i in mb]
+            total_tokens = float(sum(r.model_tokens for r in mb_rows))
+            total_seqs = float(
+                len(mb_rows)
+                if cfg.aggregation == "seq-mean-token-sum-norm"
+                else sum(r.model_tokens > 0 for r in mb_rows)
+            )
+            state.optimizer.zero_grad(set_to_none=True)
+            for micro in _chunks(
+                range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows))
+            ):
+                part = [mb_rows[i] for i in micro]
+                batch = collate(part, pad_id).to(device)
+                assert batch.old_logprobs is not None
+                logp, ent = forward_logprobs(model, batch, temperature, entropy=True)
+                m = batch.mask
+                old, adv = batch.old_logprobs, batch.advantages
+                if cfg.loss == "ppo":
+                    pl = L.ppo_clip_loss(
+                        logp,
+                        old,
+                        adv,
+                        eps_low=cfg.eps_low,
+                        eps_high=cfg.eps_high,
+                        dual_clip=cfg.dual_clip,
+                        delta=cfg.delta,
+                    )
+                elif cfg.loss == "gspo":
+                    pl = L.gspo_loss(logp, old, adv, m, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
+                elif cfg.loss == "clip_cov":
+                    pl = L.clip_cov_loss(
+                        logp, old, adv, m, eps_low=cfg.eps_low, eps_high=cfg.eps_high, clip_ratio=cfg.clip_cov_ratio,
+                        cov_lb=cfg.clip_cov_lb, cov_ub=cfg.clip_cov_ub, generator=state.generator,
+                    )  # fmt: skip
+                else:
+                    pl = L.kl_cov_loss(logp, old, adv, m, k_ratio=cfg.kl_cov_ratio, beta=cfg.kl_cov_beta)
+                loss = L.aggregate(
+                    pl.per_token,
+                    m,
+                    cfg.aggregation,
+                    total_tokens=total_tokens,
+                    total_seqs=total_seqs,
+                    max_len=max_len,
+                )
+                n_tok = float(m.sum())
+                if cfg.kl_beta > 0:
+                    ref_lp = _pad_meta(part, "ref", batch.input_ids.shape[1]).to(device)
+                    kl = L.kl_k3(logp, ref_lp)
+                    loss = loss + cfg.kl_beta * (kl * m).sum() / max(total_tokens, 1.0)
+                    add("kl", float((kl.detach() * m).sum()), 1.0)
+                assert ent is not None
+                if want_entropy_grad:
+                    loss = loss - entropy_coef * (ent * m).sum() / max(total_tokens, 1.0)
+                loss.backward()  # type: ignore[no-untyped-call]
+                with torch.no_grad():
+                    add("loss", float(loss), 1.0)
+                    add("entropy", float((ent * m).sum()), 1.0)
+                    add("nll", float((-logp * m).sum()), 1.0)
+                    add("clip_frac_low", float((pl.clipped_low.float() * m).sum()), 1.0)
+                    add("clip_frac_high", float((pl.clipped_high.float() * m).sum()), 1.0)
+                    add("ratio_mean", float((pl.ratio * m).sum()), 1.0)
+                    sums["ratio_max"] = max(sums.get("ratio_max", 0.0), float((pl.ratio * m).max()))
+                    add("cov_proxy", L.cov_proxy(logp, adv, m), n_tok)
+                    if first_pass:
+                        add("logprob_diff", float(((logp - old).abs() * m).sum()), 1.0)
+                tokens_seen += n_tok
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)))
+            state.optimizer.step()
+            state.scheduler.step()
+        first_pass = False
+    first_tokens = float(sum(r.model_tokens for r in rows))
+    out = {
+        k: v / max(tokens_seen, 1.0)
+        for k, v in sums.items()
+        if k not in ("loss", "ratio_max", "logprob_diff")
+    }
+    out["loss"] = sums.get("loss", 0.0) / max(len(grad_norms), 1)
+    out["ratio_max"] = sums.get("ratio_max", 0.0)
+    out["logprob_diff"] = sums.get("logprob_diff", 0.0) / max(first_tokens, 1.0)
+    out["grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
+    out["entropy_coef"] = entropy_coef
+    out["lr"] = float(state.optimizer.param_groups[0]["lr"])
+    if state.entropy is not None:
+        state.last_nll = out["nll"]
+        state.entropy.update(out["nll"])
+    model.eval()
+    return out

@@ -1,0 +1,132 @@
+"""End-to-end runs from a ``TrainConfig``: light SFT (when ``[sft]`` names data or demos), then RL.
+
+``run_sft`` and ``run_train`` back ``verigym sft`` and ``verigym train``; ``quickstart`` uses the
+same pieces. Output layout of ``out_dir``: ``sft/`` (the SFT model), ``checkpoints/`` (resumable RL
+checkpoints), ``checkpoint/`` (the final model, loadable with ``from_pretrained`` — or the LoRA
+adapter), ``metrics.jsonl``, ``report.html``, ``summary.json``, ``config.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verigym.envs.base import Environment
+from verigym.train._model import load_model
+from verigym.train.config import TrainConfig
+from verigym.train.monitor import MetricsLog
+from verigym.train.report import write_report
+from verigym.train.rl import Progress, RLTrainer, load_envs
+from verigym.train.samples import Row
+from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_demos, sft_train
+
+__all__ = ["build_sft_rows", "run_sft", "run_train", "save_final"]
+
+
+def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, Environment]]) -> list[Row]:
+    """The SFT rows the config asks for: ``sft.data`` and/or ``sft.demos`` oracle demonstrations per env."""
+    rows: list[Row] = []
+    if cfg.sft.data:
+        rows += load_sft_rows(cfg.sft.data, tokenizer)
+    if cfg.sft.demos:
+        per_env = max(1, cfg.sft.demos // len(envs))
+        for name, env in envs:
+            demos = asyncio.run(oracle_demos(env, per_env, seed=cfg.seed, env_name=name))
+            rows += [messages_row(tokenizer, d, env.tool_schemas()) for d in demos]
+    if not rows:
+        raise SFTDataError("[sft] needs data (a JSONL file) or demos (a number of oracle demonstrations)")
+    return rows
+
+
+def save_final(model: Any, tokenizer: Any, path: str | Path) -> Path:
+    """``save_pretrained`` the model (or its adapter) and the tokenizer into ``path``."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _sft_phase(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    trainer: RLTrainer,
+    log: MetricsLog,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    rows = build_sft_rows(cfg, tokenizer, trainer.envs)
+
+    def on_step(info: dict[str, Any]) -> None:
+        log.log(info)
+        if progress is not None:
+            progress("sft_step", info)
+
+    result = sft_train(
+        model,
+        tokenizer,
+        rows,
+        cfg.sft,
+        seed=cfg.seed,
+        evaluate=lambda: trainer.evaluate()["eval/pass_at_1"],
+        on_step=on_step,
+    )
+    result["rows"] = len(rows)
+    return result
+
+
+def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, Any]:
+    """``verigym sft``: SFT only; the model is saved to ``out_dir/sft``."""
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_model(cfg.model)
+    trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, out_dir=out)
+    log = MetricsLog(out / "metrics.jsonl")
+    summary = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
+    summary["pass_at_1"] = trainer.evaluate()["eval/pass_at_1"]
+    summary["model_dir"] = str(save_final(model, tokenizer, out / "sft"))
+    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def run_train(
+    cfg: TrainConfig,
+    *,
+    resume: str | Path | None = None,
+    progress: Progress | None = None,
+    on_trainer: Callable[[RLTrainer], None] | None = None,
+) -> dict[str, Any]:
+    """``verigym train``: SFT first when ``[sft]`` names data or demos, then RL; evaluates before/after."""
+    t0 = time.perf_counter()
+    summary: dict[str, Any] = {}
+    if resume is not None:
+        trainer = RLTrainer.resume(resume, progress=progress, steps=None)
+        cfg = trainer.cfg
+    else:
+        out = Path(cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+        model, tokenizer = load_model(cfg.model)
+        trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
+        summary["pass_at_1_initial"] = trainer.evaluate()["eval/pass_at_1"]
+        if cfg.sft.data or cfg.sft.demos:
+            log = MetricsLog(out / "metrics.jsonl")
+            sft = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
+            summary["sft_steps"] = sft["steps"]
+            summary["pass_at_1_after_sft"] = trainer.evaluate()["eval/pass_at_1"]
+    if on_trainer is not None:
+        on_trainer(trainer)
+    trainer.train()
+    final = trainer.evaluate()
+    summary.update({"pass_at_1_after_rl": final["eval/pass_at_1"], "steps": trainer.step})
+    summary.update({k: v for k, v in final.items() if k != "eval/pass_at_1"})
+    summary["wall_s"] = time.perf_counter() - t0
+    summary["model_dir"] = str(save_final(trainer.model, trainer.tokenizer, trainer.out_dir / "checkpoint"))
+    (trainer.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if cfg.logging.report:
+        write_report(trainer.out_dir, summary=summary)
+    return summary

@@ -1,0 +1,289 @@
+"""The RL loop: a producer of scored groups and a consumer that updates, joined by a bounded queue.
+
+Producer (``_produce.Producer``): pick tasks from a weighted mix of environments, sample a group
+per task with the policy (``LocalPolicy`` micro-batches all of them into one generation pass),
+score with each environment's rubric, drop errored samples (never scored 0), apply dynamic
+sampling and difficulty filtering. Consumer: grader weights, shaping and advantages
+(``_rewards``), then ``num_iterations`` × ``minibatches`` optimizer steps (``_update``), then the
+policy version is bumped. Generation of step k+1 waits for the weights of step k (one ticket in
+flight): exactly on-policy. The queue and the ticket are the seams where asynchronous off-policy
+generation, remote inference servers and several processes plug in without rewriting the loop.
+
+Recipes: GRPO (arXiv:2402.03300), DAPO (arXiv:2503.14476), Dr. GRPO (arXiv:2503.20783), OPO
+(arXiv:2505.23585), Skywork-OR1 (arXiv:2505.22312), GRPO-LEAD (arXiv:2504.09696), GSPO
+(arXiv:2507.18071), Clip-Cov/KL-Cov (arXiv:2505.22617) — see ``config.PRESETS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verigym.envs.base import Environment
+from verigym.train import checkpoint as ckpt
+from verigym.train._model import evaluate, load_model
+from verigym.train._produce import EnvSlot, Producer
+from verigym.train._rewards import StepBatch, assign_advantages
+from verigym.train._update import UpdateState, policy_update
+from verigym.train.config import TrainConfig
+from verigym.train.losses import AdaptiveEntropy
+from verigym.train.monitor import MetricsLog
+from verigym.train.sampling import DifficultyTracker
+from verigym.types import Sampling
+
+__all__ = ["Progress", "RLTrainer", "load_envs", "make_scheduler"]
+
+Progress = Callable[[str, dict[str, Any]], None]
+"""``progress(event, info)``: events ``step`` (info: the step's metrics), ``eval``, ``checkpoint``."""
+
+
+def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
+    """Instantiate every ``[[envs]]`` entry through the registry."""
+    from verigym.envs.registry import load_env
+
+    out = []
+    for e in cfg.envs:
+        out.append((e.name, load_env(e.name, **e.args)))
+    return out
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, total: int) -> Any:
+    """Linear warmup, then constant / linear decay / cosine decay to 0 over ``total`` optimizer steps."""
+
+    def factor(i: int) -> float:
+        if warmup and i < warmup:
+            return (i + 1) / warmup
+        if kind == "constant" or total <= warmup:
+            return 1.0
+        frac = min(1.0, (i - warmup) / max(total - warmup, 1))
+        return 1 - frac if kind == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class RLTrainer:
+    """Train ``model`` in place with the config's RL recipe; ``train()`` runs the remaining steps."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        model: Any,
+        tokenizer: Any,
+        envs: Sequence[tuple[str, Environment]] | None = None,
+        out_dir: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        from verigym.policies.local import LocalPolicy
+
+        self.cfg = cfg
+        self.model = model
+        self.tokenizer = tokenizer
+        self.out_dir = Path(out_dir or cfg.out_dir)
+        self.progress = progress
+        self.policy = LocalPolicy(model, tokenizer, name="policy")
+        self.envs = list(envs) if envs is not None else load_envs(cfg)
+        weights = {e.name: e.weight for e in cfg.envs}
+        self.slots = [
+            EnvSlot(name, env, weights.get(name, 1.0), env.tasks(None, seed=cfg.seed, split="train"))
+            for name, env in self.envs
+        ]
+        self.tracker = DifficultyTracker(
+            cfg.rl.difficulty_low, cfg.rl.difficulty_high, cfg.rl.difficulty_window
+        )
+        self.producer = Producer(self.slots, self.policy, cfg, self.tracker)
+        rl = cfg.rl
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)
+        total = rl.steps * rl.num_iterations * rl.minibatches
+        self.state = UpdateState(
+            optimizer=optimizer,
+            scheduler=make_scheduler(optimizer, rl.lr_schedule, rl.warmup_steps, total),
+            generator=torch.Generator().manual_seed(cfg.seed),
+            entropy=AdaptiveEntropy(
+                rl.entropy_target, rl.entropy_delta, 0.0, rl.entropy_coef_max, rl.entropy_coef
+            )
+            if rl.adaptive_entropy
+            else None,
+        )
+        self.ref_model: Any = None
+        if rl.kl_beta > 0 and cfg.model.lora is None:
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.step = 0
+        self.history: list[dict[str, Any]] = []
+        self.pad_id = int(
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        torch.manual_seed(cfg.seed)
+
+    # ---- state -----------------------------------------------------------------------------------
+
+    def trainer_state(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "version": self.policy.version,
+            "generator": self.state.generator.get_state(),
+            "entropy_c": None if self.state.entropy is None else self.state.entropy.c,
+            "last_nll": self.state.last_nll,
+            "tracker": self.tracker.state_dict(),
+        }
+
+    def save(self) -> Path:
+        path = ckpt.save_checkpoint(
+            self.out_dir,
+            self.step,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            optimizer=self.state.optimizer,
+            scheduler=self.state.scheduler,
+            trainer_state=self.trainer_state(),
+        )
+        if self.ref_model is not None:
+            self.ref_model.save_pretrained(path / "ref")
+        return path
+
+    @classmethod
+    def resume(
+        cls, run_dir: str | Path, *, progress: Progress | None = None, steps: int | None = None
+    ) -> RLTrainer:
+        """Continue a run from its newest checkpoint (``steps`` may raise the step budget)."""
+        run = Path(run_dir)
+        cfg_file = run / "config.json"
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"{run}: no config.json; is this a verigym train run directory?")
+        cfg = TrainConfig.model_validate_json(cfg_file.read_text())
+        if steps is not None:
+            cfg.rl.steps = steps
+        latest = ckpt.latest_checkpoint(run)
+        if latest is None:
+            raise FileNotFoundError(f"{run}: no checkpoint to resume from")
+        model, tokenizer = load_model(cfg.model, weights=latest / "model")
+        trainer = cls(cfg, model=model, tokenizer=tokenizer, out_dir=run, progress=progress)
+        payload = ckpt.load_checkpoint(latest)
+        trainer.state.optimizer.load_state_dict(payload["optimizer"])
+        trainer.state.scheduler.load_state_dict(payload["scheduler"])
+        ts = payload["trainer"]
+        trainer.step = int(ts["step"])
+        trainer.policy.version = int(ts["version"])
+        trainer.state.generator.set_state(ts["generator"])
+        if trainer.state.entropy is not None and ts["entropy_c"] is not None:
+            trainer.state.entropy.c = float(ts["entropy_c"])
+        trainer.state.last_nll = float(ts["last_nll"])
+        trainer.tracker.load_state_dict(ts["tracker"])
+        if (latest / "ref").is_dir():
+            from transformers import AutoModelForCausalLM
+
+            trainer.ref_model = (
+                AutoModelForCausalLM.from_pretrained(str(latest / "ref")).eval().requires_grad_(False)
+            )
+        ckpt.set_rng_state(payload["rng"])
+        return trainer
+
+    # ---- evaluation ------------------------------------------------------------------------------
+
+    async def evaluate_async(self) -> dict[str, float]:
+        """Held-out pass@1 over every environment's test split (and per environment)."""
+        e = self.cfg.eval
+        sampling = Sampling(
+            temperature=e.temperature, top_p=1.0, max_tokens=self.cfg.sampling.max_tokens, seed=self.cfg.seed
+        )
+        out: dict[str, float] = {}
+        scores = []
+        for name, env in self.envs:
+            tasks = env.tasks(e.tasks, seed=self.cfg.seed, split="test")
+            res = await evaluate(env, self.policy, tasks, sampling=sampling, samples=e.samples, env_name=name)
+            out[f"eval/{name}/pass_at_1"] = res["pass_at_1"]
+            out[f"eval/{name}/errors"] = res["errors"]
+            scores.append(res["pass_at_1"])
+        out["eval/pass_at_1"] = sum(scores) / len(scores)
+        return out
+
+    def evaluate(self) -> dict[str, float]:
+        return asyncio.run(self.evaluate_async())
+
+    # ---- the loop ----------------------------------------------------------------------------------
+
+    def consume(self, batch: StepBatch) -> dict[str, Any]:
+        """Advantages + update for one batch; returns the step's metrics."""
+        t0 = time.perf_counter()
+        rows, reward_metrics = assign_advantages(batch, self.cfg, generator=self.state.generator)
+        metrics: dict[str, Any] = {"step": batch.step, "phase": "rl", "policy_version": self.policy.version}
+        metrics.update(batch.stats)
+        metrics.update(reward_metrics)
+        if rows:
+            metrics.update(
+                policy_update(
+                    self.model,
+                    rows,
+                    self.cfg.rl,
+                    self.state,
+                    pad_id=self.pad_id,
+                    temperature=self.cfg.sampling.temperature,
+                    max_len=self.cfg.sampling.max_tokens,
+                    ref_model=self.ref_model,
+                )
+            )
+            self.policy.version += 1
+        completion_tokens = sum(s.length for g in batch.groups for s in g.samples)
+        metrics["update_time_s"] = time.perf_counter() - t0
+        metrics["step_time_s"] = metrics["update_time_s"] + float(batch.stats.get("gen_time_s", 0.0))
+        metrics["tokens_per_s"] = completion_tokens / max(metrics["step_time_s"], 1e-9)
+        return metrics
+
+    async def run_async(self) -> list[dict[str, Any]]:
+        cfg = self.cfg
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+        log = MetricsLog(
+            self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
+        )
+        log.truncate_after(self.step - 1)
+        queue: asyncio.Queue[StepBatch | None] = asyncio.Queue(maxsize=cfg.rl.queue_size)
+        tickets = asyncio.Semaphore(1)  # max lag 0: generation of step k+1 waits for step k's weights
+        start = self.step
+
+        async def produce() -> None:
+            for step in range(start, cfg.rl.steps):
+                await tickets.acquire()
+                await queue.put(await self.producer.produce(step))
+            await queue.put(None)
+
+        async def consume() -> None:
+            while (batch := await queue.get()) is not None:
+                metrics = self.consume(batch)
+                self.step = batch.step + 1
+                every = cfg.rl.eval_every
+                if every and (self.step % every == 0 or self.step == cfg.rl.steps):
+                    metrics.update(await self.evaluate_async())
+                    self._emit("eval", metrics)
+                log.log(metrics)
+                self.history.append(metrics)
+                self._emit("step", metrics)
+                ce = cfg.logging.checkpoint_every
+                if (ce and self.step % ce == 0) or self.step == cfg.rl.steps:
+                    self._emit("checkpoint", {"path": str(self.save()), "step": self.step})
+                tickets.release()
+
+        producer = asyncio.create_task(produce())
+        try:
+            await consume()
+            await producer
+        finally:
+            producer.cancel()
+            log.close()
+        return self.history
+
+    def train(self) -> list[dict[str, Any]]:
+        """Run the remaining steps; returns this call's step metrics."""
+        return asyncio.run(self.run_async())
+
+    def _emit(self, event: str, info: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress(event, info)

@@ -1,0 +1,187 @@
+"""Supervised fine-tuning on verified trajectories: the light warm-up before RL.
+
+The seed lectures' recipe: imitate first, then explore — SFT only has to make sampling meaningful,
+so keep it light (stop at a partial accuracy with ``target_pass_at_1``) and the demonstrations
+diverse. Data: the ``results.jsonl`` of an eval (exact token ids are used when the policy
+returned them; errored or failed samples are skipped), a JSONL of ``{"messages": [...]}`` (and
+optional ``"tools"``), or demonstrations from an environment's oracle, verified by its rubric.
+The loss is the token-mean NLL over assistant tokens only (the loss mask).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verigym.envs.base import Environment
+from verigym.runner import run_rollouts
+from verigym.train.config import SFTConfig
+from verigym.train.samples import NotTrainable, Row, collate, trajectory_sequences
+from verigym.types import Message, Record, Sampling
+
+__all__ = ["SFTDataError", "load_sft_rows", "messages_row", "oracle_demos", "sft_train"]
+
+
+class SFTDataError(ValueError):
+    """A line of an SFT file that is neither a results record nor a messages object."""
+
+
+def _encode(tokenizer: Any, messages: Sequence[Message], tools: Any, gen: bool) -> list[int]:
+    from verigym.policies._chat import encode_chat  # the exact rendering LocalPolicy samples with
+
+    return encode_chat(tokenizer, messages, tools, add_generation_prompt=gen)
+
+
+def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None) -> Row:
+    """Tokenise a conversation with the chat template; mask 1 exactly on the assistant turns."""
+    ids: list[int] = []
+    mask: list[int] = []
+    for i, m in enumerate(messages):
+        if m.role != "assistant":
+            continue
+        prefix = _encode(tokenizer, messages[:i], tools, True)
+        full = _encode(tokenizer, messages[: i + 1], tools, False)
+        if prefix[: len(ids)] != ids or full[: len(prefix)] != prefix:
+            raise SFTDataError("the chat template does not render this conversation prefix-consistently")
+        mask += [0] * (len(prefix) - len(ids)) + [1] * (len(full) - len(prefix))
+        ids = full
+    if not any(mask):
+        raise SFTDataError("a conversation without an assistant turn")
+    return Row(ids=ids, mask=mask, logprobs=None)
+
+
+def load_sft_rows(path: str | Path, tokenizer: Any, *, min_reward: float = 1.0) -> list[Row]:
+    """Rows from a results.jsonl (records below ``min_reward`` or errored are skipped) or a messages JSONL."""
+    rows: list[Row] = []
+    p = Path(path)
+    if not p.is_file():
+        raise SFTDataError(f"{p}: no such file")
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SFTDataError(f"{p}:{n}: not JSON ({exc.msg})") from None
+        try:
+            if "trajectory" in obj:
+                rec = Record.model_validate(obj)
+                if rec.error is not None or rec.score.reward is None or rec.score.reward < min_reward:
+                    continue
+                try:
+                    rows += trajectory_sequences(rec.trajectory)
+                except NotTrainable:
+                    rows.append(messages_row(tokenizer, rec.trajectory.messages))
+            elif "messages" in obj:
+                msgs = [Message.model_validate(m) for m in obj["messages"]]
+                rows.append(messages_row(tokenizer, msgs, obj.get("tools")))
+            else:
+                raise SFTDataError("expected a results record or an object with 'messages'")
+        except SFTDataError as exc:
+            raise SFTDataError(f"{p}:{n}: {exc}") from None
+        except ValueError as exc:  # pydantic validation
+            raise SFTDataError(f"{p}:{n}: {str(exc).splitlines()[0]}") from None
+    for r in rows:
+        r.logprobs = None
+    return rows
+
+
+async def oracle_demos(
+    env: Environment, n: int, *, seed: int = 0, env_name: str = "env"
+) -> list[list[Message]]:
+    """``n`` demonstrations of the train split from the env's oracle, kept only if its rubric passes them."""
+    oracle = env.oracle_policy()
+    if oracle is None:
+        raise SFTDataError(f"environment {env_name!r} has no oracle policy to demonstrate with")
+    tasks = env.tasks(n, seed=seed, split="train")
+    records = await run_rollouts(
+        env, oracle, tasks, samples_per_task=1, sampling=Sampling(temperature=0.0), concurrency=64,
+        env_name=env_name, model_name=oracle.name,
+    )  # fmt: skip
+    return [r.trajectory.messages for r in records if r.error is None and (r.score.reward or 0.0) >= 1.0]
+
+
+def sft_train(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[Row],
+    cfg: SFTConfig,
+    *,
+    seed: int = 0,
+    evaluate: Callable[[], float] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Train in place; ``evaluate()`` (held-out pass@1) runs every ``eval_every`` steps and at the end,
+    and training stops early once it reaches ``target_pass_at_1``. Returns a summary."""
+    from verigym.train.rl import make_scheduler
+
+    if not rows:
+        raise SFTDataError("no SFT rows to train on")
+    device = next(model.parameters()).device
+    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+    gen = torch.Generator().manual_seed(seed)
+    per_epoch = math.ceil(len(rows) / cfg.batch_size)
+    total = cfg.max_steps or per_epoch * cfg.epochs
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = make_scheduler(opt, cfg.lr_schedule, cfg.warmup_steps, total)
+    step, last_eval, t0 = 0, math.nan, time.perf_counter()
+    stopped_early = False
+    while step < total and not stopped_early:
+        order = torch.randperm(len(rows), generator=gen).tolist()
+        for start in range(0, len(order), cfg.batch_size):
+            if step >= total:
+                break
+            batch_rows = [rows[i] for i in order[start : start + cfg.batch_size]]
+            loss_value = _sft_step(model, batch_rows, cfg, pad, device, opt)
+            sched.step()
+            step += 1
+            info: dict[str, Any] = {
+                "phase": "sft",
+                "step": step,
+                "loss": loss_value,
+                "lr": sched.get_last_lr()[0],
+            }
+            if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == total):
+                last_eval = evaluate()
+                info["eval/pass_at_1"] = last_eval
+                if cfg.target_pass_at_1 is not None and last_eval >= cfg.target_pass_at_1:
+                    stopped_early = True
+            if on_step is not None:
+                on_step(info)
+            if stopped_early:
+                break
+    model.eval()
+    return {
+        "steps": step,
+        "pass_at_1": last_eval,
+        "stopped_early": stopped_early,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def _sft_step(
+    model: Any, rows: list[Row], cfg: SFTConfig, pad: int, device: Any, opt: torch.optim.Optimizer
+) -> float:
+    from verigym.train._update import forward_logprobs
+
+    model.train()
+    total_tokens = float(sum(r.model_tokens for r in rows))
+    opt.zero_grad(set_to_none=True)
+    size = math.ceil(len(rows) / cfg.grad_accum)
+    value = 0.0
+    for i in range(0, len(rows), size):
+        batch = collate(rows[i : i + size], pad).to(device)
+        logp, _ = forward_logprobs(model, batch, 1.0)
+        loss = -(logp * batch.mask).sum() / max(total_tokens, 1.0)
+        loss.backward()  # type: ignore[no-untyped-call]
+        value += float(loss.detach())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return value

@@ -1,0 +1,164 @@
+"""Training samples, masks, gradients, LoRA, config and presets — fast, no learning."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from verigym.train._update import UpdateState, policy_update
+from verigym.train.config import PRESETS, ConfigError, build_config, load_config, schedule_value
+from verigym.train.rl import make_scheduler
+from verigym.train.samples import NotTrainable, Row, trajectory_sequences
+from verigym.types import Completion, Message, Trajectory, Turn
+
+torch.set_num_threads(1)
+
+
+def _completion(prompt: list[int], comp: list[int], lps: list[float] | None = None) -> Completion:
+    return Completion(
+        text="x",
+        prompt_token_ids=tuple(prompt),
+        completion_token_ids=tuple(comp),
+        logprobs=tuple(lps if lps is not None else [-0.5] * len(comp)),
+        token_ids_exact=True,
+    )
+
+
+def _traj(*completions: Completion, env_between: bool = True) -> Trajectory:
+    t = Trajectory(task_id="t", prompt=[Message(role="user", content="q")])
+    for i, c in enumerate(completions):
+        t.turns.append(Turn(source="model", messages=[c.as_message()], completion=c))
+        if env_between and i < len(completions) - 1:
+            t.turns.append(Turn(source="env", messages=[Message(role="user", content="obs")]))
+    return t
+
+
+def test_multi_turn_sequence_masks_env_tokens_and_keeps_logprobs() -> None:
+    c1 = _completion([1, 2, 3], [10, 11], [-0.1, -0.2])
+    c2 = _completion([1, 2, 3, 10, 11, 7, 8], [12], [-0.3])  # env tokens 7, 8 between the turns
+    (row,) = trajectory_sequences(_traj(c1, c2))
+    assert row.ids == [1, 2, 3, 10, 11, 7, 8, 12]
+    assert row.mask == [0, 0, 0, 1, 1, 0, 0, 1]
+    assert row.logprobs == [0.0, 0.0, 0.0, -0.1, -0.2, 0.0, 0.0, -0.3]
+    # a template that re-renders history differently: one row per model turn
+    c3 = _completion([1, 9, 9, 7], [13])
+    rows = trajectory_sequences(_traj(c1, c3))
+    assert [r.ids for r in rows] == [[1, 2, 3, 10, 11], [1, 9, 9, 7, 13]]
+    with pytest.raises(NotTrainable):
+        trajectory_sequences(_traj(Completion(text="no ids")))
+
+
+def _tiny() -> tuple[object, object]:
+    from verigym.policies.tiny import build_model, build_tokenizer
+
+    tok = build_tokenizer()
+    return build_model("tiny", tok, seed=0), tok
+
+
+def _state(model: torch.nn.Module, lr: float = 1e-2) -> UpdateState:
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    return UpdateState(
+        optimizer=opt, scheduler=make_scheduler(opt, "constant", 0, 10), generator=torch.Generator()
+    )
+
+
+def test_masked_environment_tokens_never_receive_gradient() -> None:
+    model, _tok = _tiny()
+    assert isinstance(model, torch.nn.Module)
+    captured: list[torch.Tensor] = []
+
+    def keep(_module: object, _inp: object, out: torch.Tensor) -> None:
+        if out.requires_grad:  # skip the no-grad forward that fills in old logprobs
+            out.retain_grad()
+            captured.append(out)
+
+    handle = model.lm_head.register_forward_hook(keep)  # type: ignore[union-attr]
+    ids = [5, 17, 11, 82, 10, 11, 30, 31, 32, 12, 2]
+    mask = [0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1]  # 30 31 32 are environment tokens
+    row = Row(ids=ids, mask=mask, logprobs=None, advantage=1.0)
+    cfg = build_config({"rl": {"preset": "dapo"}}).rl
+    policy_update(model, [row], cfg, _state(model), pad_id=0, temperature=1.0, max_len=16)
+    handle.remove()
+    grad = captured[-1].grad
+    assert grad is not None
+    # logits at position t score token t+1: positions predicting masked tokens get no gradient
+    for t in range(len(ids) - 1):
+        got = float(grad[0, t].abs().sum())
+        if mask[t + 1] == 0:
+            assert got == 0.0, f"token {t + 1} is masked but its logits got gradient {got}"
+        else:
+            assert got > 0.0
+
+
+def test_on_policy_ratio_is_one_with_sampling_logprobs_at_temperature() -> None:
+    from verigym.policies.local import LocalPolicy
+    from verigym.types import Sampling
+
+    model, tok = _tiny()
+    policy = LocalPolicy(model, tok)
+    (c,) = policy.generate(
+        [[Message(role="user", content="12+34=")]], Sampling(temperature=0.7, max_tokens=6), seeds=[3]
+    )
+    (row,) = trajectory_sequences(_traj(c))
+    row.advantage = 1.0
+    cfg = build_config({"rl": {"preset": "dapo", "lr": 1e-9}}).rl
+    out = policy_update(model, [row], cfg, _state(model, 1e-9), pad_id=0, temperature=0.7, max_len=6)
+    assert out["logprob_diff"] < 1e-4
+    assert out["clip_frac_low"] == 0.0 and out["clip_frac_high"] == 0.0
+
+
+def test_lora_trains_only_adapter_weights() -> None:
+    from verigym.train._model import load_model
+
+    cfg = build_config({"model": {"lora": {"r": 4, "alpha": 8}}, "rl": {"preset": "dapo"}})
+    model, _tok = load_model(cfg.model)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    row = Row(ids=[5, 17, 11, 82, 10, 11, 12, 2], mask=[0, 0, 0, 0, 1, 1, 1, 1], logprobs=None, advantage=1.0)
+    policy_update(model, [row], cfg.rl, _state(model, 1e-2), pad_id=0, temperature=1.0, max_len=8)
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p.detach(), before[n])}
+    assert changed, "nothing was trained"
+    assert all("lora_" in n for n in changed), sorted(changed)
+    assert any("lora_" in n for n in changed)
+
+
+def test_every_preset_validates_and_config_errors_name_the_key(tmp_path: Path) -> None:
+    for name in PRESETS:
+        cfg = build_config({"rl": {"preset": name}})
+        assert cfg.rl.preset == name
+    dapo = build_config({"rl": {"preset": "dapo", "eps_high": 0.3}}).rl
+    assert (
+        dapo.eps_low == 0.2
+        and dapo.eps_high == 0.3
+        and dapo.dynamic_sampling
+        and dapo.aggregation == "token-mean"
+    )
+    assert build_config({"rl": {"preset": "gspo"}}).rl.loss == "gspo"
+    path = tmp_path / "c.toml"
+    path.write_text('[rl]\npreset = "grpo"\nlearning_rate = 1e-4\n')
+    with pytest.raises(ConfigError, match=r"c\.toml: rl\.learning_rate: unknown key"):
+        load_config(path)
+    path.write_text('[rl]\npreset = "dapo"\n[sampling]\nmax_tokens = 8\n')
+    cfg = load_config(path, {"rl.lr": 1e-4, "rl.steps": 3})
+    assert cfg.rl.lr == 1e-4 and cfg.rl.steps == 3 and cfg.sampling.max_tokens == 8
+    with pytest.raises(ConfigError, match=r"rl\.preset: unknown preset 'nope'"):
+        build_config({"rl": {"preset": "nope"}})
+    with pytest.raises(ConfigError, match=r"sampling\.max_tokens"):
+        build_config({"sampling": {"max_tokens": 0}})
+    assert schedule_value([(0, 1.0), (10, 0.0)], 5) == pytest.approx(0.5)
+    assert schedule_value([(0, 1.0), (10, 0.0)], 50) == 0.0 and schedule_value(2.0, 7) == 2.0
+
+
+def test_scheduler_warmup_and_cosine() -> None:
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1.0)
+    sched = make_scheduler(opt, "cosine", 2, 10)
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(0.5) and lrs[1] == pytest.approx(1.0)
+    assert lrs[6] == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 8)))
