@@ -139,3 +139,19 @@ def test_memfd_fallback_without_memfd_create(monkeypatch: pytest.MonkeyPatch) ->
         assert os.read(fd, 10) == b"hello"
     finally:
         os.close(fd)
+
+
+def test_python_commands_log_network_and_process_events() -> None:
+    code = (
+        "import socket, subprocess\n"
+        "try:\n"
+        "    socket.create_connection(('10.1.2.3', 443), timeout=0.2)\n"
+        "except OSError:\n"
+        "    print('blocked')\n"
+        "subprocess.run(['true'])\n"
+    )
+    res = run_sandboxed([*PY, "main.py"], files={"main.py": code}, timeout_s=10)
+    assert res.stdout.strip() == "blocked"
+    assert any(e.startswith("socket.connect") and "10.1.2.3" in e for e in res.events), res.events
+    assert any(e.startswith("subprocess.Popen") for e in res.events)
+    assert run_sandboxed(["sh", "-c", "echo hi"], timeout_s=10).events == []

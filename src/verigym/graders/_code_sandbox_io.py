@@ -169,16 +169,20 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
-def collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> SandboxResult:
-    """Read stdout/stderr (capped) until both close or the deadline passes."""
+def collect(
+    proc: subprocess.Popen[bytes], limits: Limits, start: float, events_fd: int | None = None
+) -> SandboxResult:
+    """Read stdout/stderr (capped) and the event log until all close or the deadline passes."""
     deadline = start + limits.timeout_s
-    cap = limits.max_output_bytes
-    bufs = {"stdout": bytearray(), "stderr": bytearray()}
-    truncated = {"stdout": False, "stderr": False}
+    caps = {"stdout": limits.max_output_bytes, "stderr": limits.max_output_bytes, "events": 65536}
+    bufs = {"stdout": bytearray(), "stderr": bytearray(), "events": bytearray()}
+    truncated = {"stdout": False, "stderr": False, "events": False}
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
     sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
     sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+    if events_fd is not None:
+        sel.register(events_fd, selectors.EVENT_READ, "events")
     timed_out = False
     exited_at: float | None = None
     while sel.get_map():
@@ -196,7 +200,7 @@ def collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> Sand
             if not chunk:
                 sel.unregister(key.fileobj)
                 continue
-            room = cap - len(bufs[name])
+            room = caps[name] - len(bufs[name])
             if room > 0:
                 bufs[name] += chunk[:room]
             if len(chunk) > room:
@@ -225,4 +229,5 @@ def collect(proc: subprocess.Popen[bytes], limits: Limits, start: float) -> Sand
         wall_s=time.monotonic() - start,
         stdout_truncated=truncated["stdout"],
         stderr_truncated=truncated["stderr"],
+        events=[ln for ln in bytes(bufs["events"]).decode(errors="replace").splitlines() if ln.strip()][:100],
     )

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from verigym.graders._code_audit import audit_argv
 from verigym.graders._code_cgroup import Cgroup, create_cgroup
 from verigym.graders._code_sandbox_io import (
     WORKDIR,
@@ -232,10 +233,24 @@ class Sandbox:
         limits: Limits | None = None,
         cwd: str = WORKDIR,
         env: Mapping[str, str] | None = None,
+        audit: bool = True,
     ) -> SandboxResult:
-        """Run ``cmd`` to completion (or timeout) and return what it did."""
+        """Run ``cmd`` to completion (or timeout) and return what it did.
+
+        ``audit``: when ``cmd`` is a Python invocation (``python [flags] -c/-m/script``), log its
+        network, process and ctypes events (``SandboxResult.events``) through an audit hook."""
         limits = limits or Limits()
         files = files or {}
+        events_r: int | None = None
+        if audit:
+            events_r, events_w = os.pipe()
+            audited = audit_argv(cmd, events_w)
+            if audited is None:
+                os.close(events_r)
+                os.close(events_w)
+                events_r = None
+            else:
+                cmd = audited
         tmpdir: tempfile.TemporaryDirectory[str] | None = None
         if self.unsafe:
             tmpdir = tempfile.TemporaryDirectory(prefix="verigym-unsafe-")
@@ -259,7 +274,7 @@ class Sandbox:
                 stdin=stdin_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=fds,
+                pass_fds=[*fds, events_w] if events_r is not None else fds,
                 cwd=run_cwd,
                 env={**base_env, **(env or {})},
                 start_new_session=True,
@@ -267,15 +282,21 @@ class Sandbox:
         except OSError as exc:
             if group is not None:
                 group.remove()
+            if events_r is not None:
+                os.close(events_r)
             raise SandboxUnavailable(f"could not start the sandbox: {exc}") from exc
         finally:
             os.close(stdin_fd)
             for fd in fds:
                 os.close(fd)
+            if events_r is not None:
+                os.close(events_w)
         try:
-            result = collect(proc, limits, start)
+            result = collect(proc, limits, start, events_r)
         finally:
             kill_group(proc)
+            if events_r is not None:
+                os.close(events_r)
             if tmpdir is not None:
                 tmpdir.cleanup()
             if group is not None:
@@ -302,8 +323,10 @@ def run_sandboxed(
     unsafe_no_sandbox: bool = False,
     cwd: str = WORKDIR,
     env: Mapping[str, str] | None = None,
+    audit: bool = True,
 ) -> SandboxResult:
     """Run ``cmd`` once in a fresh sandbox; ``files`` (relative paths) are placed in ``/tmp/work``.
+    ``SandboxResult.events`` lists network/process events of Python commands (``audit``).
 
     Raises ``SandboxUnavailable`` when bwrap is missing or unusable (unless ``unsafe_no_sandbox``).
     """
@@ -317,4 +340,4 @@ def run_sandboxed(
         max_file_mb=max_file_mb,
         max_output_bytes=max_output_bytes,
     )
-    return box.run(cmd, files=files, stdin=stdin, limits=limits, cwd=cwd, env=env)
+    return box.run(cmd, files=files, stdin=stdin, limits=limits, cwd=cwd, env=env, audit=audit)

@@ -223,6 +223,7 @@ def grade_repo(
         result.error = str(exc)
         return result
     result.wall_s, result.log = run.wall_s, run.stdout[-4000:]
+    result.events = list(run.events[:50])  # written as they happen, so kept even if the run dies
     markers = parse_report(run.stderr, nonce)
     if markers["import_error"] or not markers["boot"]:
         result.error = (
@@ -236,7 +237,7 @@ def grade_repo(
         return result
     statuses: dict[str, str] = {str(k): str(v) for k, v in dict(report.get("results", {})).items()}
     result.collect_errors = [str(c) for c in report.get("collect_errors", [])]
-    result.events = [str(e) for e in report.get("events", [])][:50]
+    result.events = result.events or [str(e) for e in report.get("events", [])][:50]
     for table in (result.fail_to_pass, result.pass_to_pass):
         for test_id in table:
             table[test_id] = statuses.get(test_id, "missing")
