@@ -193,6 +193,9 @@ def grade_repo(
             return result
     ids = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
     targets = sorted({i.split("::")[0] for i in ids if i.split("::")[0] in tree})
+    if not targets:
+        result.reason = "none of the FAIL_TO_PASS / PASS_TO_PASS test files exist in the tree"
+        return result
     args = [
         "-q",
         "-rN",
