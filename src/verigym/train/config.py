@@ -200,18 +200,22 @@ class LoggingConfig(_Strict):
 class ScaleConfig(_Strict):
     """Scale-out (``verigym.scale``, docs/scaling.md); the defaults train in one process."""
 
-    max_staleness: int | None = Field(None, ge=0)  # async off-policy: generate ≤ d steps ahead (--async)
-    tis_cap: float = Field(2.0, ge=0)  # token-level truncated importance weight cap (0: off)
-    mask_threshold: float = Field(0.0, ge=0)  # mask sequences whose IS ratio leaves [1/T, T] (0: off)
+    max_staleness: Annotated[int | None, Field(ge=0)] = (
+        None  # async off-policy: generate ≤ d steps ahead (--async)
+    )
+    tis_cap: Annotated[float, Field(ge=0)] = 2.0  # token-level truncated importance weight cap (0: off)
+    mask_threshold: Annotated[float, Field(ge=0)] = (
+        0.0  # mask sequences whose IS ratio leaves [1/T, T] (0: off)
+    )
     correct_fresh: bool = False  # also correct on-policy samples (inference/training mismatch)
     servers: list[str] = []  # OpenAI-compatible base URLs to sample from (--remote)
     weight_push: Literal["auto", "lora", "checkpoint"] = "auto"
-    push_retries: int = Field(5, ge=0)
+    push_retries: Annotated[int, Field(ge=0)] = 5
     served_name: str = "verigym-policy"
     ray: bool = False  # rollouts and graders on Ray (--ray [ADDRESS])
     ray_address: str | None = None
-    ray_workers: int = Field(2, gt=0)
-    ray_max_inflight: int = Field(8, gt=0)
+    ray_workers: Annotated[int, Field(gt=0)] = 2
+    ray_max_inflight: Annotated[int, Field(gt=0)] = 8
     parallel: Literal["ddp", "zero"] = "ddp"  # under torchrun; zero also shards the optimizer state
 
     @model_validator(mode="after")
@@ -231,7 +235,7 @@ class TrainConfig(_Strict):
     rl: RLConfig = Field(default_factory=RLConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    scale: ScaleConfig = Field(default_factory=ScaleConfig)
+    scale: ScaleConfig = Field(default_factory=lambda: ScaleConfig())
 
 
 PRESETS: dict[str, dict[str, Any]] = {
