@@ -103,6 +103,7 @@ def policy_update(
 ) -> dict[str, float]:
     """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics."""
     device = next(model.parameters()).device
+    dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
     model.train()
     if any(r.logprobs is None for r in rows):
         _fill_logprobs(model, [r for r in rows if r.logprobs is None], pad_id, temperature, micro_rows, "old")
@@ -132,9 +133,8 @@ def policy_update(
                 else sum(r.model_tokens > 0 for r in mb_rows)
             )
             state.optimizer.zero_grad(set_to_none=True)
-            for micro in _chunks(
-                range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows))
-            ):
+            micros = _chunks(range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows)))
+            for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro]
                 batch = collate(part, pad_id).to(device)
                 assert batch.old_logprobs is not None
@@ -160,8 +160,11 @@ def policy_update(
                     )  # fmt: skip
                 else:
                     pl = L.kl_cov_loss(logp, old, adv, m, k_ratio=cfg.kl_cov_ratio, beta=cfg.kl_cov_beta)
+                per_token = pl.per_token
+                if "is_weight" in part[0].meta:  # importance weights of off-policy samples (verigym.scale)
+                    per_token = per_token * _pad_meta(part, "is_weight", batch.input_ids.shape[1]).to(device)
                 loss = L.aggregate(
-                    pl.per_token,
+                    per_token,
                     m,
                     cfg.aggregation,
                     total_tokens=total_tokens,
@@ -190,10 +193,14 @@ def policy_update(
                     if first_pass:
                         add("logprob_diff", float(((logp - old).abs() * m).sum()), 1.0)
                 tokens_seen += n_tok
+            if dist is not None:
+                dist.sync_grads(model)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)))
             state.optimizer.step()
             state.scheduler.step()
         first_pass = False
+    if dist is not None:
+        sums, tokens_seen = dist.reduce_metrics(sums, tokens_seen)
     first_tokens = float(sum(r.model_tokens for r in rows))
     out = {
         k: v / max(tokens_seen, 1.0)
