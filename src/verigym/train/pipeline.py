@@ -99,19 +99,24 @@ def run_train(
     resume: str | Path | None = None,
     progress: Progress | None = None,
     on_trainer: Callable[[RLTrainer], None] | None = None,
+    trainer_cls: type[RLTrainer] = RLTrainer,
 ) -> dict[str, Any]:
-    """``verigym train``: SFT first when ``[sft]`` names data or demos, then RL; evaluates before/after."""
+    """``verigym train``: SFT first when ``[sft]`` names data or demos, then RL; evaluates before/after.
+
+    ``trainer_cls`` swaps the loop (``verigym.scale`` passes its asynchronous trainer); ``on_trainer``
+    sees the trainer before training starts (to wire samplers, pools, process groups).
+    """
     t0 = time.perf_counter()
     summary: dict[str, Any] = {}
     if resume is not None:
-        trainer = RLTrainer.resume(resume, progress=progress, steps=None)
+        trainer = trainer_cls.resume(resume, progress=progress, steps=None)
         cfg = trainer.cfg
     else:
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)
         model, tokenizer = load_model(cfg.model)
-        trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
+        trainer = trainer_cls(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
         summary["pass_at_1_initial"] = trainer.evaluate()["eval/pass_at_1"]
         if cfg.sft.data or cfg.sft.demos:
             log = MetricsLog(out / "metrics.jsonl")
