@@ -88,3 +88,13 @@ def test_hostile_suite_no_false_pass_no_error_no_escape() -> None:
     assert not slow, slow
     assert _snapshot() == before
     assert not [p for p in PWN_TARGETS if p.exists()]
+
+
+def test_hostile_candidates_do_not_disturb_honest_ones_graded_alongside() -> None:
+    nasty = {"fork_bomb", "memory_bomb", "kill_everything", "fill_disk", "output_bomb", "many_files"}
+    hostile = [ln for ln in _lines("code_hostile.jsonl") if ln["id"].removeprefix("hostile-") in nasty]
+    honest = [ln for ln in _lines("code.jsonl") if ln["expect"] == "pass"][:12]
+    mixed = [x for pair in zip(hostile * 2, honest, strict=False) for x in pair]
+    results = {i: v for i, v, _, _ in _run(mixed, timeout_s=3.0)}
+    assert all(results[ln["id"]] is True for ln in honest), results
+    assert all(results[ln["id"]] is False for ln in hostile), results
