@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,33 @@ def summary_table(title: str, summary: dict[str, Any]) -> None:
     console.print(table)
 
 
+def _apply_scale_flags(
+    cfg: Any, async_ahead: int | None, remote: list[str] | None, ray: bool, ray_address: str | None
+) -> bool:
+    """Fold --async/--remote/--ray into ``cfg.scale``; whether the scaled runner is needed."""
+    from pydantic import ValidationError
+
+    try:
+        if async_ahead is not None:
+            cfg.scale.max_staleness = async_ahead
+        if remote:
+            cfg.scale.servers = list(remote)
+        if ray:
+            cfg.scale.ray = True
+            cfg.scale.ray_address = ray_address
+    except ValidationError as exc:
+        fail(f"--async/--remote/--ray: {exc.errors()[0]['msg']}")
+    if cfg.scale.ray:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            fail("--ray needs Ray, which is not installed: pip install 'verigym[ray]'")
+    sc = cfg.scale
+    return bool(
+        sc.max_staleness is not None or sc.servers or sc.ray or int(os.environ.get("WORLD_SIZE", "1")) > 1
+    )
+
+
 def _threads(threads: int | None) -> None:
     if threads:
         import torch
@@ -106,8 +134,23 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
         out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
         threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+        async_ahead: int = typer.Option(
+            None, "--async", help="Async off-policy RL: generate up to N steps ahead (scale.max_staleness)."
+        ),
+        remote: list[str] = typer.Option(
+            None,
+            "--remote",
+            help="Sample from this OpenAI-compatible server URL (repeatable; scale.servers).",
+        ),
+        ray: bool = typer.Option(False, "--ray", help="Run rollouts and graders on Ray (scale.ray)."),
+        ray_address: str = typer.Option(
+            None, "--ray-address", help="Ray cluster to join, e.g. auto or ray://head:10001 (implies --ray)."
+        ),
     ) -> None:
-        """Train with RL (GRPO family), after a light SFT warm-up when [sft] names data or demos."""
+        """Train with RL (GRPO family), after a light SFT warm-up when [sft] names data or demos.
+
+        Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
+        """
         from verigym.envs.registry import EnvError
         from verigym.train.pipeline import run_train
         from verigym.train.sft import SFTDataError
@@ -123,14 +166,26 @@ def register(app: typer.Typer) -> None:
             cfg = TrainConfig.model_validate_json((resume / "config.json").read_text())
         else:
             cfg = load_train_config(config, overrides, preset, steps, out)
+        scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
+        leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
         try:
             with TrainProgress(
                 cfg.rl.steps, cfg.sft.max_steps if (cfg.sft.data or cfg.sft.demos) else 0
             ) as bar:
-                summary = run_train(cfg, resume=resume, progress=bar)
+                if scaled:
+                    from verigym.scale.launch import run_scaled_train
+
+                    summary = run_scaled_train(cfg, resume=resume, progress=bar if leader else None)
+                else:
+                    summary = run_train(cfg, resume=resume, progress=bar)
         except (EnvError, SFTDataError, FileNotFoundError) as exc:
             fail(str(exc))
-        summary_table(f"verigym train → {cfg.out_dir if resume is None else resume}", summary)
+        except RuntimeError as exc:  # Ray missing, weight pushes that kept failing
+            if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
+                raise
+            fail(str(exc))
+        if leader:
+            summary_table(f"verigym train → {cfg.out_dir if resume is None else resume}", summary)
 
     @app.command()
     def sft(
