@@ -164,7 +164,10 @@ class Rubric:
             ready = [g for g in pending if all(d in grades[0] for d in self.gates.get(g.name, ()))]
             if not ready:  # a cycle in gates
                 raise ValueError(f"rubric gates form a cycle among {[g.name for g in pending]}")
-            await asyncio.gather(*(self._run(g, task, trajectories, grades) for g in ready))
+            if len(ready) == 1:  # the common case: no gather, no extra task (the eval hot path)
+                await self._run(ready[0], task, trajectories, grades)
+            else:
+                await asyncio.gather(*(self._run(g, task, trajectories, grades) for g in ready))
             pending = [g for g in pending if g not in ready]
         penalties = [0.0] * n
         if self.penalty is not None:
@@ -197,6 +200,8 @@ class Rubric:
         subset = [trajectories[i] for i in open_idx]
         if isinstance(grader, GroupGrader):
             results = await grader.grade_group(task, subset)
+        elif len(subset) == 1:
+            results = [await grader.grade(task, subset[0])]
         else:
             results = list(await asyncio.gather(*(grader.grade(task, t) for t in subset)))
         for i, grade in zip(open_idx, results, strict=True):
