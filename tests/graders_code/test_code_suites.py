@@ -82,7 +82,8 @@ def test_hostile_suite_no_false_pass_no_error_no_escape() -> None:
     time.sleep(2.0)  # let any process that tried to outlive its sandbox act
     false_passes = [i for i, v, _, _ in results if v is True]
     errors = [(i, e) for i, v, e, _ in results if v is None]
-    slow = [(i, round(w, 1)) for i, _, _, w in results if w > 4 * timeout_s + 6]
+    # bound: worker start + loading (timeout + 2 s grace) + the first failing case (the same)
+    slow = [(i, round(w, 1)) for i, _, _, w in results if w > 2 * (timeout_s + 2) + 10]
     assert not false_passes, false_passes
     assert not errors, errors
     assert not slow, slow
@@ -91,9 +92,9 @@ def test_hostile_suite_no_false_pass_no_error_no_escape() -> None:
 
 
 def test_hostile_candidates_do_not_disturb_honest_ones_graded_alongside() -> None:
-    nasty = {"fork_bomb", "memory_bomb", "kill_everything", "fill_disk", "output_bomb", "many_files"}
+    nasty = {"fork_bomb", "memory_bomb", "kill_everything", "fill_disk"}
     hostile = [ln for ln in _lines("code_hostile.jsonl") if ln["id"].removeprefix("hostile-") in nasty]
-    honest = [ln for ln in _lines("code.jsonl") if ln["expect"] == "pass"][:12]
+    honest = [ln for ln in _lines("code.jsonl") if ln["expect"] == "pass"][:8]
     mixed = [x for pair in zip(hostile * 2, honest, strict=False) for x in pair]
     results = {i: v for i, v, _, _ in _run(mixed, timeout_s=3.0)}
     assert all(results[ln["id"]] is True for ln in honest), results
