@@ -244,33 +244,31 @@ def register(app: typer.Typer) -> None:
         api_key_env: str | None = typer.Option(
             None, "--api-key-env", help="Name of the environment variable that holds the API key."
         ),
-        num_tasks: int | None = typer.Option(
-            None, "-n", "--num-tasks", help="Number of tasks [default: 50]."
-        ),
+        num_tasks: int | None = typer.Option(None, "-n", "--num-tasks", help="Number of tasks (default 50)."),
         samples_per_task: int | None = typer.Option(
             None,
             "-k",
             "--samples-per-task",
-            help="Samples per task; pass@k is reported for k=1..K [default: 1].",
+            help="Samples per task; pass@k is reported for k=1..K (default 1).",
         ),
         concurrency: int | None = typer.Option(
             None,
             "--concurrency",
-            help="Rollouts in flight at once (also per-endpoint requests) [default: 32].",
+            help="Rollouts in flight at once (also per-endpoint requests) (default 32).",
         ),
         temperature: float | None = typer.Option(
-            None, "--temperature", help="Sampling temperature [default: 1.0]."
+            None, "--temperature", help="Sampling temperature (default 1.0)."
         ),
         max_tokens: int | None = typer.Option(
-            None, "--max-tokens", help="Max tokens per model completion [default: 512]."
+            None, "--max-tokens", help="Max tokens per model completion (default 512)."
         ),
         seed: int | None = typer.Option(
-            None, "--seed", help="Seed of the tasks and of each sample [default: 0]."
+            None, "--seed", help="Seed of the tasks and of each sample (default 0)."
         ),
         env_arg: list[str] | None = typer.Option(
             None, "--env-arg", help="key=value passed to the environment; repeatable."
         ),
-        out: Path | None = typer.Option(None, "--out", help="Output folder [default: runs/<env>-<time>]."),
+        out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/<env>-<time>)."),
         resume: bool = typer.Option(
             False, "--resume", help="Continue the run in --out: skip finished samples, redo errored ones."
         ),
