@@ -22,6 +22,7 @@ Correctness of a pick is the environment's own verdict on the picked sample (rew
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -209,26 +210,32 @@ async def measure(
             picks = no_answer = fallbacks = calls = 0
             extras: dict[str, float] = {}
             weight_sum = 0.0
-            for pool in pools:
-                draws = subsets(len(pool.candidates), n, cfg.draws, cfg.seed, pool.task.id)
-                for d, idx in enumerate(draws):
-                    cands = [pool.candidates[i] for i in idx]
-                    sel, spent = await _select(method, pool, cands, cfg, judge, cfg.seed * 1000 + d)
-                    w = 1.0 / len(draws)  # each task weighs the same, whatever its number of draws
-                    weight_sum += w
-                    chosen = next((c for c in cands if c.index == sel.index), None)
-                    acc += w * float(bool(chosen is not None and chosen.correct))
-                    tokens += w * spent
-                    picks += 1
-                    no_answer += sel.index is None
-                    fallbacks += sel.fallbacks
-                    calls += sel.calls
-                    for key in ("tokens_saved", "stopped", "parse_failures", "dropped"):
-                        if key in sel.detail:
-                            extras[key] = extras.get(key, 0.0) + w * float(sel.detail[key])
-                done += 1
-                if progress is not None:
-                    progress(f"{method}@{n}", done, total)
+            # all tasks and draws of one (method, N) at once, so a local selector batches its calls
+            jobs = [
+                (pool, [pool.candidates[i] for i in idx], d, len(draws))
+                for pool in pools
+                for draws in [subsets(len(pool.candidates), n, cfg.draws, cfg.seed, pool.task.id)]
+                for d, idx in enumerate(draws)
+            ]
+            results = await asyncio.gather(
+                *(_select(method, pool, cands, cfg, judge, cfg.seed * 1000 + d) for pool, cands, d, _ in jobs)
+            )
+            for (_, cands, _, n_draws), (sel, spent) in zip(jobs, results, strict=True):
+                w = 1.0 / n_draws  # each task weighs the same, whatever its number of draws
+                weight_sum += w
+                chosen = next((c for c in cands if c.index == sel.index), None)
+                acc += w * float(bool(chosen is not None and chosen.correct))
+                tokens += w * spent
+                picks += 1
+                no_answer += sel.index is None
+                fallbacks += sel.fallbacks
+                calls += sel.calls
+                for key in ("tokens_saved", "stopped", "parse_failures", "dropped"):
+                    if key in sel.detail:
+                        extras[key] = extras.get(key, 0.0) + w * float(sel.detail[key])
+            done += len(pools)
+            if progress is not None:
+                progress(f"{method}@{n}", done, total)
             norm = max(weight_sum, 1e-12)
             points.append(
                 MethodPoint(
