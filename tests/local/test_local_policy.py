@@ -78,6 +78,15 @@ def test_batched_equals_one_at_a_time_with_the_same_seeds(policy: LocalPolicy) -
     assert [c.completion_token_ids for c in other] != [c.completion_token_ids for c in batched]
 
 
+def test_fast_path_and_transformers_forward_agree(tiny_dir: Path) -> None:
+    slow = LocalPolicy.from_pretrained(tiny_dir, device="cpu", fast_path=False)
+    fast = LocalPolicy.from_pretrained(tiny_dir, device="cpu")
+    sampling = Sampling(temperature=1.0, max_tokens=16, stop=("q",))
+    a = slow.generate(PROMPTS * 2, sampling, seeds=list(range(12)))
+    b = fast.generate(PROMPTS * 2, sampling, seeds=list(range(12)))
+    assert _close(a, b, 1e-5) and [c.finish_reason for c in a] == [c.finish_reason for c in b]
+
+
 def test_greedy_is_deterministic_and_follows_the_argmax(policy: LocalPolicy) -> None:
     sampling = Sampling(temperature=0.0, max_tokens=12)
     a, b = policy.generate(PROMPTS[:2], sampling), policy.generate(PROMPTS[:2], sampling)

@@ -143,10 +143,15 @@ def run_rows(
     eos_ids: Sequence[int],
     pad_id: int,
     processed_logprobs: bool = False,
+    fast: bool = True,
 ) -> list[RowResult]:
-    """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state."""
+    """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state.
+
+    ``fast`` uses ``FastLlama`` where the model is a plain Llama (same numbers, less overhead).
+    """
     import torch
-    from transformers import DynamicCache
+
+    from verigym.policies._fast_llama import FastLlama, supported
 
     device = next(model.parameters()).device
     results = [RowResult() for _ in specs]
@@ -164,19 +169,16 @@ def run_rows(
         mask[i, width - len(p) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-    cache = DynamicCache()
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    step: Any
+    if fast and supported(model):
+        step = FastLlama(model, len(prompts), width + max(s.max_tokens for s in specs))
+    else:
+        step = _HFStep(model)
+    logits = step(ids, positions, mask).float()
     expand = torch.tensor(row_of, dtype=torch.long, device=device)
-    if len(prompts) != len(specs) or row_of != list(range(len(specs))):
-        cache.batch_select_indices(expand)
-    logits = out.logits[:, -1, :].float()[expand]
+    if row_of != list(range(len(specs))):
+        step.select(expand)
+        logits = logits[expand]
     mask, next_pos = mask[expand], positions[expand, -1] + 1
 
     batch = _Batch(specs, device)
@@ -223,23 +225,39 @@ def run_rows(
         if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:
             keep = [p for p in range(len(batch.rows)) if p not in dead]
             sel = torch.tensor(keep, dtype=torch.long, device=device)
-            cache.batch_select_indices(sel)
+            step.select(sel)
             batch.keep(keep)
             tokens, mask, next_pos = tokens[sel], mask[sel], next_pos[sel]
             dead = set()
         else:
             tokens = tokens.masked_fill(is_eos, pad_id)
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
-        out = model(
-            input_ids=tokens[:, None],
-            attention_mask=mask,
-            position_ids=next_pos[:, None],
-            past_key_values=cache,
-            use_cache=True,
-        )
+        logits = step(tokens[:, None], next_pos[:, None], mask).float()
         next_pos = next_pos + 1
-        logits = out.logits[:, -1, :].float()
     return results
+
+
+class _HFStep:
+    """The ordinary ``transformers`` forward with a ``DynamicCache``, behind the ``FastLlama`` interface."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.cache = model, DynamicCache()
+
+    def __call__(self, ids: Any, positions: Any, mask: Any) -> Any:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1, :]
+
+    def select(self, index: Any) -> None:
+        self.cache.batch_select_indices(index)
 
 
 def _hits_stop(tokenizer: Any, ids: list[int], stop: tuple[str, ...], window: int) -> bool:

@@ -68,6 +68,8 @@ class LocalPolicy:
         max_batch_rows: int = 256,
         logprobs_mode: Literal["temperature", "processed"] = "temperature",
         batch_wait_s: float = 0.0,
+        stop_token_ids: Sequence[int] | None = None,
+        fast_path: bool = True,
     ) -> None:
         self.model = model if device is None else model.to(device)
         self.tokenizer = tokenizer
@@ -75,6 +77,8 @@ class LocalPolicy:
         self.max_batch_rows = max_batch_rows
         self.logprobs_mode = logprobs_mode
         self.batch_wait_s = batch_wait_s
+        self.stop_token_ids = None if stop_token_ids is None else list(stop_token_ids)
+        self.fast_path = fast_path
         self.passes = 0  # generation passes run (micro-batching makes this < the number of calls)
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
@@ -122,7 +126,10 @@ class LocalPolicy:
 
     @property
     def eos_ids(self) -> list[int]:
-        """Token ids that end a completion: the tokenizer's EOS and the generation config's."""
+        """Token ids that end a completion: ``stop_token_ids`` when given (``[]`` never stops early, like
+        vLLM's ``ignore_eos``), else the tokenizer's EOS and the generation config's."""
+        if self.stop_token_ids is not None:
+            return list(self.stop_token_ids)
         ids: set[int] = set()
         if self.tokenizer.eos_token_id is not None:
             ids.add(int(self.tokenizer.eos_token_id))
@@ -189,6 +196,7 @@ class LocalPolicy:
                         eos_ids=self.eos_ids,
                         pad_id=self._pad_id(),
                         processed_logprobs=self.logprobs_mode == "processed",
+                        fast=self.fast_path,
                     )
             finally:
                 self.model.train(was_training)

@@ -1,0 +1,132 @@
+"""A lean decode path for plain Llama-architecture models (the tiny models, Llama-family checkpoints).
+
+It computes exactly what ``LlamaForCausalLM.forward`` computes (same RMSNorm, rotary embedding module,
+SDPA attention), reading the model's live weights, but without the per-module Python machinery:
+q/k/v and gate/up projections are fused into one matmul each (fused weights are cached and rebuilt
+when a parameter changes, e.g. after an optimizer step), and keys/values go into preallocated buffers
+written in place instead of a cache that is concatenated at every step. Anything it does not cover
+(LoRA adapters, biases, other activations, other architectures) uses the ordinary ``transformers``
+forward instead (``supported`` says which).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["FastLlama", "supported"]
+
+
+def supported(model: Any) -> bool:
+    """Whether ``model`` is a plain ``LlamaForCausalLM`` this path reproduces exactly."""
+    if type(model).__name__ != "LlamaForCausalLM" or getattr(model, "_hf_peft_config_loaded", False):
+        return False
+    cfg = model.config
+    return (
+        not getattr(cfg, "attention_bias", False)
+        and not getattr(cfg, "mlp_bias", False)
+        and getattr(cfg, "hidden_act", "silu") == "silu"
+        and getattr(cfg, "pretraining_tp", 1) == 1
+    )
+
+
+_FUSED: weakref.WeakKeyDictionary[
+    Any, tuple[tuple[tuple[int, int], ...], list[tuple[torch.Tensor, torch.Tensor]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _fused(model: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (W_qkv, W_gate_up), rebuilt only when a parameter's storage or version changed."""
+    layers = model.model.layers
+    params = [p for layer in layers for p in (*layer.self_attn.parameters(), *layer.mlp.parameters())]
+    key = tuple((p.data_ptr(), p._version) for p in params)
+    hit = _FUSED.get(model)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    out = []
+    for layer in layers:
+        a, m = layer.self_attn, layer.mlp
+        qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach()
+        gu = torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach()
+        out.append((qkv, gu))
+    _FUSED[model] = (key, out)
+    return out
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class FastLlama:
+    """Prefill + per-step decode of a ``LlamaForCausalLM`` with in-place KV buffers of ``capacity`` tokens."""
+
+    def __init__(self, model: Any, batch: int, capacity: int) -> None:
+        cfg = model.config
+        self.model = model
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.fused = _fused(model)
+        weight = model.model.embed_tokens.weight
+        shape = (batch, self.kv_heads, capacity, self.head_dim)
+        self.k = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.fused]
+        self.v = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.fused]
+        self.length = 0
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep (or repeat) batch rows ``index`` of the cache."""
+        self.k = [k[index] for k in self.k]
+        self.v = [v[index] for v in self.v]
+
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+        """Logits of the last position for ``ids`` [B, T] appended to the cache; ``key_mask`` [B, S] is
+        1 for real tokens over the whole sequence so far (S = cached + T)."""
+        inner = self.model.model
+        batch, steps = ids.shape
+        start, end = self.length, self.length + steps
+        x = F.embedding(ids, inner.embed_tokens.weight)
+        cos, sin = inner.rotary_emb(x, positions)
+        cos, sin = cos[:, None], sin[:, None]
+        allowed = key_mask[:, None, None, :end].bool()
+        if steps > 1:
+            causal = torch.ones(steps, end, dtype=torch.bool, device=ids.device).tril(diagonal=start)
+            own = torch.zeros(steps, end, dtype=torch.bool, device=ids.device)
+            own[torch.arange(steps), torch.arange(start, end)] = True  # pad queries see themselves: no NaN
+            allowed = (allowed & causal) | own
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        gqa = self.kv_heads != self.heads
+        for i, layer in enumerate(inner.layers):
+            w_qkv, w_gu = self.fused[i]
+            attn = layer.self_attn
+            h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
+            q, k, v = F.linear(h, w_qkv).split((q_size, kv_size, kv_size), dim=-1)
+            q = _rotate(q.view(batch, steps, self.heads, self.head_dim).transpose(1, 2), cos, sin)
+            k = _rotate(k.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
+            self.k[i][:, :, start:end] = k
+            self.v[i][:, :, start:end] = v.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
+            out = F.scaled_dot_product_attention(
+                q,
+                self.k[i][:, :, :end],
+                self.v[i][:, :, :end],
+                attn_mask=allowed,
+                scale=attn.scaling,
+                enable_gqa=gqa,
+            )
+            x = x + F.linear(out.transpose(1, 2).reshape(batch, steps, q_size), attn.o_proj.weight)
+            post = layer.post_attention_layernorm
+            gate, up = F.linear(_rms(x, post.weight, post.variance_epsilon), w_gu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+        self.length = end
+        last = _rms(x[:, -1], inner.norm.weight, inner.norm.variance_epsilon)
+        logits: torch.Tensor = self.model.lm_head(last)
+        return logits
