@@ -156,11 +156,11 @@ def register(app: typer.Typer) -> None:
         method: list[str] | None = typer.Option(
             None,
             "--method",
-            help=f"Method(s): {', '.join(_METHODS)}; repeat or comma list [default: majority,deepconf,deepconf-online].",
+            help=f"Method(s): {', '.join(_METHODS)}; repeat or comma list (default: majority,deepconf,deepconf-online).",
         ),
         samples: int = typer.Option(16, "--samples", "-N", min=1, help="Largest N: samples drawn per task."),
         ns: str | None = typer.Option(
-            None, "--ns", help="Comma list of N to report [default: 1,4,16,... and --samples]."
+            None, "--ns", help="Comma list of N to report (default: 1,4,16,... and --samples)."
         ),
         model: str | None = typer.Option(
             None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
@@ -174,13 +174,13 @@ def register(app: typer.Typer) -> None:
         judge_model: str | None = typer.Option(
             None,
             "--judge-model",
-            help="Selector/reward model for genselect and best-of-n [default: the sampled model].",
+            help="Selector/reward model for genselect and best-of-n (default: the sampled model).",
         ),
         judge_base_url: list[str] | None = typer.Option(
-            None, "--judge-base-url", help="Endpoint of --judge-model [default: --base-url]."
+            None, "--judge-base-url", help="Endpoint of --judge-model (default: --base-url)."
         ),
         num_tasks: int = typer.Option(50, "-n", "--num-tasks", min=1, help="Number of tasks."),
-        concurrency: int = typer.Option(32, "--concurrency", min=1, help="Rollouts in flight at once."),
+        concurrency: int = typer.Option(128, "--concurrency", min=1, help="Rollouts in flight at once."),
         temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature."),
         max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Max tokens per completion."),
         seed: int = typer.Option(0, "--seed", help="Seed of tasks, samples, sub-sampling and fallbacks."),
@@ -208,7 +208,7 @@ def register(app: typer.Typer) -> None:
             20, "--top-k", min=1, help="DeepConf: top-k logprobs per token for confidences."
         ),
         warmup: int | None = typer.Option(
-            None, "--warmup", min=1, help="DeepConf-online warm-up traces [default: min(16, N/4)]."
+            None, "--warmup", min=1, help="DeepConf-online warm-up traces (default: min(16, N/4))."
         ),
         draws: int = typer.Option(
             4, "--draws", min=1, help="Disjoint sub-samples averaged for each N below --samples."
@@ -223,7 +223,7 @@ def register(app: typer.Typer) -> None:
             1.0, "--success-threshold", help="A sample is correct when its reward is at least this."
         ),
         out: Path | None = typer.Option(
-            None, "--out", help="Output folder [default: runs/select-<env>-<time>]."
+            None, "--out", help="Output folder (default: runs/select-<env>-<time>)."
         ),
     ) -> None:
         """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
