@@ -124,6 +124,7 @@ async def _check(policy: Any, config: EvalConfig) -> None:
 
 
 def _run(config: EvalConfig, out: Path, resume: bool) -> None:
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -149,7 +150,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
     policy, description, remote = _policy(config)
     if not remote:
-        console.print(f"[yellow]{description}[/]")
+        console.print(f"[yellow]{escape(description)}[/]")
     progress = Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -188,6 +189,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         try:
             if remote:
                 await _check(policy, config)
+                console.print(f"[dim]{escape(config.model or '')} at {escape(', '.join(config.base_url))}[/]")
             progress.start()
             return await evaluate(
                 env,
