@@ -1,10 +1,12 @@
 """The pytest runner used by SWE-style grading, run inside the sandbox.
 
 It reads a one-time nonce from stdin (then points fd 0 at ``/dev/null`` so the code under test
-cannot read it back), imports pytest from a read-only copy of the grader's site-packages, records
-every test's outcome through a plugin, and writes the report between nonce markers on its own
-descriptor. Tests necessarily run in the same process as the code they test (as with any pytest
-run); the nonce only stops the candidate from printing a fake report.
+cannot read it back), imports pytest from a read-only copy of the grader's site-packages before
+the repository is on ``sys.path`` (so repository files cannot shadow it), records every test's
+outcome through a plugin and a hook around each test call, and writes the report between nonce
+markers on its own descriptor. Tests necessarily run in the same process as the code they test
+(as with any pytest run): the nonce, kept in a closure, stops printed fake reports, not code that
+hunts for it (see ``swe.framework_refs``).
 """
 
 from __future__ import annotations
@@ -21,55 +23,56 @@ SITE_INSIDE = "/opt/verigym/site"
 
 RUNNER = r"""
 import json, os, sys
-NONCE = sys.stdin.readline().strip()
-null = os.open("/dev/null", os.O_RDONLY)
-os.dup2(null, 0)
-REPORT = os.dup(2)
-os.dup2(1, 2)
-sys.path[:0] = [os.getcwd(), SITE]
-EVENTS = []
-WATCH = ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto", "subprocess.Popen", "os.system")
-def _audit(ev, args):
-    if len(EVENTS) < 50 and ev.startswith(WATCH):
-        EVENTS.append((ev + " " + " ".join(str(a)[:60] for a in args[1:3] if isinstance(a, (str, int, tuple))))[:160])
-sys.addaudithook(_audit)
-def emit(kind, obj):
-    os.write(REPORT, ("\n" + NONCE + kind + json.dumps(obj) + NONCE + "\n").encode())
-try:
-    import pytest
-except BaseException as exc:
-    emit("E", repr(exc))
-    os._exit(3)
-emit("B", {})
-RESULTS = {}
-COLLECT = []
-RAISED = {}
-SKIPS = (pytest.skip.Exception, pytest.xfail.Exception)
-class Recorder:
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item):
-        outcome = yield
-        exc = outcome.excinfo
-        if exc is not None and not issubclass(exc[0], SKIPS):
-            RAISED[item.nodeid] = exc[0].__name__
-    def pytest_runtest_logreport(self, report):
-        n, prev = report.nodeid, RESULTS.get(report.nodeid)
-        if report.failed:
-            RESULTS[n] = "failed" if report.when == "call" else "error"
-        elif report.skipped:
-            if prev not in ("failed", "error"):
-                RESULTS[n] = "xfail" if hasattr(report, "wasxfail") else "skipped"
-        elif report.when == "call" and prev is None:
-            RESULTS[n] = "passed"
-    def pytest_collectreport(self, report):
-        if report.failed:
-            COLLECT.append(report.nodeid)
-code = pytest.main(ARGS, plugins=[Recorder()])
-for n in RAISED:  # the test function raised, whatever the (patchable) report machinery says
-    if RESULTS.get(n) == "passed":
-        RESULTS[n] = "failed"
-emit("R", {"results": RESULTS, "collect_errors": COLLECT, "exit": int(code), "events": EVENTS})
-os._exit(0)
+def _verigym_run(site, args):
+    nonce = sys.stdin.readline().strip()
+    os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
+    report_fd = os.dup(2)
+    os.dup2(1, 2)
+    events = []
+    watch = ("socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto",
+             "subprocess.Popen", "os.system")
+    def audit(ev, a):
+        if len(events) < 50 and ev.startswith(watch):
+            events.append((ev + " " + " ".join(str(x)[:60] for x in a[1:3] if isinstance(x, (str, int, tuple))))[:160])
+    sys.addaudithook(audit)
+    def emit(kind, obj, _write=os.write, _dumps=json.dumps):
+        _write(report_fd, ("\n" + nonce + kind + _dumps(obj) + nonce + "\n").encode())
+    sys.path.insert(0, site)
+    try:
+        import pytest  # before the repository is on sys.path: its files cannot shadow pytest
+    except BaseException as exc:
+        emit("E", repr(exc))
+        os._exit(3)
+    sys.path.insert(0, os.getcwd())
+    emit("B", {})
+    results, collect, raised = {}, [], {}
+    skips = (pytest.skip.Exception, pytest.xfail.Exception)
+    class Recorder:
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_call(self, item):
+            outcome = yield
+            exc = outcome.excinfo
+            if exc is not None and not issubclass(exc[0], skips):
+                raised[item.nodeid] = exc[0].__name__
+        def pytest_runtest_logreport(self, report):
+            n, prev = report.nodeid, results.get(report.nodeid)
+            if report.failed:
+                results[n] = "failed" if report.when == "call" else "error"
+            elif report.skipped:
+                if prev not in ("failed", "error"):
+                    results[n] = "xfail" if hasattr(report, "wasxfail") else "skipped"
+            elif report.when == "call" and prev is None:
+                results[n] = "passed"
+        def pytest_collectreport(self, report):
+            if report.failed:
+                collect.append(report.nodeid)
+    code = pytest.main(args, plugins=[Recorder()])
+    for n in raised:  # the test function raised, whatever the (patchable) report machinery says
+        if results.get(n) == "passed":
+            results[n] = "failed"
+    emit("R", {"results": results, "collect_errors": collect, "exit": int(code), "events": events})
+    os._exit(0)
+_verigym_run(SITE, ARGS)
 """
 
 

@@ -15,6 +15,13 @@ Following SWE-bench's harness, hardened against the reward hacks seen in practic
 Anything the candidate's code causes is a fail with a reason; only an unusable sandbox or a grader
 without pytest is an error (``SweResult.error``).
 
+Limit, as for every unit-test harness: the tests run in the same process as the code they test,
+so determined code could still forge its results. The layers here: the report travels on its own
+descriptor with a per-run nonce held in a closure (a printed fake report is ignored), outcomes are
+also taken from a hook around each test call (patched report objects do not help), and changes
+that reach into the test run (pytest internals, the runner, caller frames, the heap,
+``os._exit``, naming hidden test files) fail before anything runs (``forbid_framework_refs``).
+
 ``Task.info`` keys read by :func:`swe_grader`: ``repo_files`` (dict path → text, the repository
 before), ``hidden_tests`` (dict path → text), ``fail_to_pass`` and ``pass_to_pass`` (lists of
 pytest node ids). The candidate's tree is ``trajectory.state["files"]`` when a repository
@@ -258,7 +265,9 @@ def grade_repo(
 
 _FRAMEWORK = re.compile(
     r"^\s*(?:import|from)\s+(_pytest|pytest|pluggy)\b|__import__\(\s*['\"](_pytest|pytest|pluggy)"
-    r"|sys\.modules\s*\[\s*['\"](_pytest|pytest|pluggy)|\b_getframe\b|\.f_back\b|inspect\.(stack|currentframe)\(",
+    r"|sys\.modules\s*\[\s*['\"](_pytest|pytest|pluggy|__main__)|\b_getframe\b|\.f_back\b"
+    r"|inspect\.(stack|currentframe|getouterframes)\(|^\s*import\s+__main__|\bos\._exit\b"
+    r"|\bgc\.get_(objects|referrers|referents)\b",
     re.M,
 )
 
@@ -266,8 +275,9 @@ _FRAMEWORK = re.compile(
 def framework_refs(
     files_before: Mapping[str, str], tree: Mapping[str, str], hidden_tests: Mapping[str, str] | None = None
 ) -> list[str]:
-    """Changed non-test files that newly reach into the test run: import pytest/_pytest/pluggy,
-    inspect their callers' frames, or name a hidden test file (to read the expected values)."""
+    """Changed non-test files that newly reach into the test run: import pytest/_pytest/pluggy or
+    ``__main__`` (the runner), inspect callers' frames or the heap, call ``os._exit``, or name a
+    hidden test file (to read the expected values)."""
     names = {p.rsplit("/", 1)[-1].removesuffix(".py") for p in (hidden_tests or {})}
     out = []
     for path, text in tree.items():
