@@ -44,7 +44,8 @@ async def test_math_grader_in_a_rubric() -> None:
     task = _task(r"\frac{3}{4}")
     good = await rubric.score(task, _traj(task, r"So $\boxed{0.75}$."))
     bad = await rubric.score(task, _traj(task, r"So $\boxed{0.7}$."))
-    assert good.reward == 1.0 and bad.reward == 0.0 and good.error is None
+    assert good.error is None and bad.error is None, (good, bad)
+    assert good.reward == 1.0 and bad.reward == 0.0
     assert "extracted" in good.grades["math"].detail
 
 

@@ -1,13 +1,16 @@
-"""A fast path from simple LaTeX to sympy, bypassing the ANTLR parser (50-100x slower).
+"""A fast path from simple LaTeX to sympy, bypassing the ANTLR parser (10-100x slower).
 
-Covers numbers, single-letter variables, ``+ - * / ^``, parentheses, ``\\frac``, ``\\sqrt``,
-``\\pi``, ``\\cdot``, ``\\times`` and implicit products. Anything else returns None and the caller
-uses ``latex2sympy2_extended``; the conventions match it (letters are lower-cased symbols).
+Covers numbers, single-letter variables, ``+ - * / ^ !``, parentheses and braces, ``\\frac``,
+``\\sqrt`` (and ``\\sqrt[n]``), ``\\pi``, ``\\infty``, ``\\cdot``, ``\\times``, ``\\div``, implicit
+products, ``e^{...}`` and functions applied to parentheses (``\\sin(x)``, ``\\ln(x)``). Anything
+else returns None and the caller uses ``latex2sympy2_extended``. The conventions are that
+parser's: letters are lower-cased symbols, ``e`` is Euler's number, ``\\log`` is base 10.
 """
 
 from __future__ import annotations
 
 import re
+from tokenize import TokenError
 from typing import Any
 
 import sympy
@@ -15,120 +18,140 @@ from sympy.parsing.sympy_parser import parse_expr
 
 __all__ = ["fast_sympy"]
 
-_ALLOWED = re.compile(r"^(?:[\d.\sa-zA-Z+\-*/^(){}]|\\(?:frac|sqrt|pi|cdot|times)(?![a-zA-Z]))*$")
-_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|\\frac|\\sqrt|\\pi|\\cdot|\\times|[a-zA-Z]|[+\-*/^(){}\[\]]|\s+")
-_PI = sympy.pi
+_FUNCS = {
+    "sin": "sin", "cos": "cos", "tan": "tan", "cot": "cot", "sec": "sec", "csc": "csc",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log", "log": "log10", "exp": "exp",
+}  # fmt: skip
+_CMDS = r"\\(?:frac|sqrt|pi|cdot|times|div|infty|" + "|".join(_FUNCS) + r")(?![a-zA-Z])"
+_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|[a-zA-Z]|[+\-*/^!(){}\[\]]|\s+")
+_LOCALS: dict[str, Any] = {
+    "pi": sympy.pi, "E": sympy.E, "oo": sympy.oo, "sqrt": sympy.sqrt, "root": sympy.root,
+    "factorial": sympy.factorial, "log10": lambda x: sympy.log(x, 10),
+    **{py: getattr(sympy, py) for py in _FUNCS.values() if py != "log10"},
+}  # fmt: skip
 
 
-def _group(tokens: list[str], i: int) -> tuple[str, int] | None:
-    """Translate one argument starting at tokens[i] ('{...}' or a single token)."""
-    while i < len(tokens) and tokens[i].isspace():
-        i += 1
-    if i >= len(tokens):
-        return None
-    if tokens[i] == "{":
-        depth, j = 0, i
-        while j < len(tokens):
-            depth += (tokens[j] == "{") - (tokens[j] == "}")
-            if depth == 0:
-                inner = _translate(tokens[i + 1 : j])
-                return (None if inner is None else f"({inner})"), j + 1  # type: ignore[return-value]
-            j += 1
-        return None
-    t = tokens[i]
-    if re.fullmatch(r"\d|[a-zA-Z]", t):
-        return (t.lower() if t.isalpha() else t), i + 1
-    if t == "\\pi":
-        return "pi", i + 1
-    return None
+class _Unsupported(Exception):
+    pass
 
 
-def _translate(tokens: list[str]) -> str | None:
-    out: list[str] = []
-    i = 0
-    prev_operand = False
-    while i < len(tokens):
-        t = tokens[i]
-        if t.isspace():
-            i += 1
-            continue
-        piece: str | None
-        if t in ("\\frac",):
-            a = _group(tokens, i + 1)
-            b = _group(tokens, a[1]) if a and a[0] else None
-            if not a or not b or a[0] is None or b[0] is None:
-                return None
-            piece, i = f"(({a[0]})/({b[0]}))", b[1]
-        elif t == "\\sqrt":
-            j = i + 1
-            if j < len(tokens) and tokens[j] == "[":
-                return None
-            a = _group(tokens, j)
-            if not a or a[0] is None:
-                return None
-            piece, i = f"sqrt({a[0]})", a[1]
-        elif t == "^":
-            a = _group(tokens, i + 1)
-            if not a or a[0] is None or not prev_operand:
-                return None
-            out.append(f"**({a[0]})")
-            i = a[1]
-            continue
-        elif t in ("\\cdot", "\\times", "*", "/", "+", "-"):
-            out.append("*" if t in ("\\cdot", "\\times") else t)
-            prev_operand = False
-            i += 1
-            continue
-        elif t == "(":
-            piece, i = "(", i + 1
-        elif t == ")":
-            out.append(")")
+class _Reader:
+    """Recursive translation of a token list into a Python expression string."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.toks = [t for t in tokens if not t.isspace()]
+        self.spaced = tokens
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self) -> str:
+        if self.i >= len(self.toks):
+            raise _Unsupported
+        self.i += 1
+        return self.toks[self.i - 1]
+
+    def group(self) -> str:
+        """One argument: ``{...}``, ``(...)`` or a single digit/letter/command operand."""
+        t = self.take()
+        if t in ("{", "("):
+            return f"({self.until('}' if t == '{' else ')')})"
+        if re.fullmatch(r"\d|[a-zA-Z]", t):
+            return t.lower()
+        if t == "\\pi":
+            return "pi"
+        raise _Unsupported
+
+    def until(self, close: str) -> str:
+        code = self.expr(stop=close)
+        if self.take() != close:
+            raise _Unsupported
+        return code
+
+    def operand(self) -> str:
+        t = self.take()
+        if t in ("{", "("):
+            return f"({self.until('}' if t == '{' else ')')})"
+        if t == "\\frac":
+            return f"(({self.group()})/({self.group()}))"
+        if t == "\\sqrt":
+            if self.peek() == "[":
+                self.take()
+                n = self.until("]")
+                return f"root({self.group()}, {n})"
+            return f"sqrt({self.group()})"
+        if t[1:] in _FUNCS:
+            power = ""
+            if self.peek() == "^":
+                self.take()
+                power = self.group()
+            if self.peek() != "(":
+                raise _Unsupported  # "\sin 2x": argument extent is the full parser's call
+            self.take()
+            call = f"{_FUNCS[t[1:]]}({self.until(')')})"
+            return f"({call})**({power})" if power else call
+        if t == "\\pi":
+            return "pi"
+        if t == "\\infty":
+            return "oo"
+        if t[0].isdigit() or t[0] == ".":
+            return t
+        if t.isalpha():
+            if self.peek() == "(":
+                raise _Unsupported  # "f(x)": maybe a function call
+            if t == "E":
+                raise _Unsupported  # the full parser reads "E" as a symbol and "e" as Euler's number
+            return "E" if t == "e" else t.lower()
+        raise _Unsupported
+
+    def expr(self, stop: str | None = None) -> str:
+        out: list[str] = []
+        prev_operand = False
+        while (t := self.peek()) is not None and t != stop:
+            if t in ("+", "-", "*", "/", "\\cdot", "\\times", "\\div"):
+                self.take()
+                out.append({"\\cdot": "*", "\\times": "*", "\\div": "/"}.get(t, t))
+                prev_operand = False
+                continue
+            if t in (")", "}", "]", "^", "!"):
+                raise _Unsupported
+            if prev_operand and (t[0].isdigit() or t == "\\frac") and re.search(r"[\d.]$", out[-1]):
+                raise _Unsupported  # "1 000", "2 3", "2\frac{1}{2}" (a mixed number)
+            chunk = self.operand()
+            while self.peek() in ("^", "!"):
+                if self.take() == "!":
+                    chunk = f"factorial({chunk})"
+                else:
+                    chunk = f"({chunk})**({self.group()})"
+            if prev_operand:
+                out.append("*")
+            out.append(chunk)
             prev_operand = True
-            i += 1
-            continue
-        elif t in "{}[]":
-            return None
-        elif t == "\\pi":
-            piece, i = "pi", i + 1
-        elif t[0].isdigit() or t[0] == ".":
-            if prev_operand and out and re.search(r"[\d.]$", out[-1]):
-                return None  # "1 000" or "2 3": not a product we should guess
-            piece, i = t, i + 1
-        else:
-            piece, i = t.lower(), i + 1
-        if prev_operand:
-            out.append("*")
-        out.append(piece)
-        prev_operand = piece != "("
-    return "".join(out)
+        return "".join(out)
 
 
 def fast_sympy(s: str) -> Any | None:
     """sympy for a simple expression, or None when the full parser is needed."""
-    if not _ALLOWED.match(s) or re.search(r"[eE](?![a-zA-Z])|[a-zA-Z]{2,}(?<!frac)(?<!sqrt)", _strip_cmds(s)):
-        return None  # 'e' (Euler vs symbol) and multi-letter words go through the full parser
-    if re.search(r"\d\s*\\frac|[a-zA-Z]\s*\(", s):
-        # "2\frac{1}{2}" is a mixed number and "f(x)" may be a function call: the full parser decides
-        return None
     tokens = _TOKEN.findall(s)
-    if "".join(tokens) != s:
+    if "".join(tokens) != s or not tokens:
         return None
-    code = _translate(tokens)
-    if not code:
+    if any(t.isalpha() and len(t) == 1 for t in tokens) and re.search(r"(?<!\\)[a-zA-Z]{2,}", _plain(s)):
+        return None  # multi-letter words ("xy", "Evelyn") go through the full parser
+    reader = _Reader(tokens)
+    try:
+        code = reader.expr()
+        if reader.peek() is not None or not code:
+            return None
+    except _Unsupported:
         return None
-    names = {c: sympy.Symbol(c) for c in set(re.findall(r"(?<![a-z])[a-z](?![a-z])", code))}
-    names.update({"pi": _PI, "sqrt": sympy.sqrt})
+    names = dict(_LOCALS)
+    names.update({c: sympy.Symbol(c) for c in set(re.findall(r"(?<![a-zA-Z_])[a-z](?![a-zA-Z_(])", code))})
     try:
         return parse_expr(code, local_dict=names)
-    except (SyntaxError, TypeError, ValueError, ZeroDivisionError, TokenError):
+    except (SyntaxError, TypeError, ValueError, ZeroDivisionError, TokenError, AttributeError):
         return None
 
 
-def _strip_cmds(s: str) -> str:
-    return re.sub(r"\\(?:frac|sqrt|pi|cdot|times)", " ", s)
-
-
-try:
-    from tokenize import TokenError
-except ImportError:  # pragma: no cover
-    TokenError = SyntaxError  # type: ignore[misc,assignment]
+def _plain(s: str) -> str:
+    return re.sub(_CMDS, " ", s)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 __all__ = ["CheckCrashed", "CheckTimeout", "WorkerPool", "default_pool"]
@@ -94,17 +95,36 @@ def _serve() -> None:
         _write(out, reply)
 
 
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="verigym-math-spawner")
+        return _SPAWNER
+
+
 class _Worker:
     def __init__(self) -> None:
         env = dict(os.environ)
         # The worker imports verigym exactly as this process does (source trees, edited sys.path).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "verigym.graders._math_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
+        # Started from one long-lived thread: the kernel's parent-death signal fires when the
+        # *thread* that started a child exits, and callers' threads come and go.
+        self.proc = (
+            _spawner()
+            .submit(
+                subprocess.Popen,
+                [sys.executable, "-m", "verigym.graders._math_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+            .result()
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self._in, self._out = self.proc.stdin, self.proc.stdout.fileno()
@@ -206,9 +226,11 @@ _POOL_LOCK = threading.Lock()
 def default_pool() -> WorkerPool:
     """The process-wide pool (created on first use, closed at exit). A forked child gets its own:
     it must not share the parent's pipes."""
-    global _POOL, _POOL_PID
+    global _POOL, _POOL_PID, _SPAWNER
     with _POOL_LOCK:
         if _POOL is None or os.getpid() != _POOL_PID:
+            if _POOL is not None:  # a forked child: the parent's spawner thread does not exist here
+                _SPAWNER = None
             _POOL, _POOL_PID = WorkerPool(), os.getpid()
             atexit.register(_POOL.close)
         return _POOL
