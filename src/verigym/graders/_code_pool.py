@@ -5,9 +5,9 @@ starts the next worker on a background thread while the current candidate runs, 
 sequential grader overlaps the two. A pooled worker has already set its limits and dropped to
 its own random uid, and has seen no code; it is handed to one session and never reused.
 
-The spawning thread lives as long as the process (bwrap's ``--die-with-parent`` follows the
+The spawning threads live as long as the process (bwrap's ``--die-with-parent`` follows the
 thread that started it); pooled workers are killed at exit. ``VERIGYM_SANDBOX_POOL=N`` keeps N
-ready workers per configuration (default 1; 0 turns the pool off).
+ready workers per configuration (default 2; 0 turns the pool off).
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ class WarmPool:
 
     def __init__(self, size: int | None = None) -> None:
         env = os.environ.get("VERIGYM_SANDBOX_POOL", "1")
-        self.size = size if size is not None else (int(env) if env.isdigit() else 1)
+        self.size = size if size is not None else (int(env) if env.isdigit() else 2)
         self.enabled = self.size > 0
         self._ready: dict[Hashable, list[Spawned]] = {}
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[tuple[Hashable, Callable[[], Spawned]] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._inflight: dict[Hashable, int] = {}
         atexit.register(self.close)
 
     def take(self, key: Hashable) -> Spawned | None:
@@ -66,14 +67,20 @@ class WarmPool:
         return None
 
     def refill(self, key: Hashable, factory: Callable[[], Spawned]) -> None:
-        """Ask the background thread to start one more worker for ``key`` (if below ``size``)."""
+        """Ask the background threads to start workers for ``key`` until ``size`` are ready or
+        on their way (one thread per slot, so spawns overlap on several cores)."""
         if not self.enabled:
             return
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="verigym-sandbox-pool", daemon=True)
-                self._thread.start()
-        self._jobs.put((key, factory))
+            self._threads = [t for t in self._threads if t.is_alive()]
+            while len(self._threads) < self.size:
+                t = threading.Thread(target=self._run, name="verigym-sandbox-pool", daemon=True)
+                t.start()
+                self._threads.append(t)
+            wanted = self.size - len(self._ready.get(key, [])) - self._inflight.get(key, 0)
+            self._inflight[key] = self._inflight.get(key, 0) + max(0, wanted)
+        for _ in range(max(0, wanted)):
+            self._jobs.put((key, factory))
 
     def _run(self) -> None:
         while True:
@@ -81,15 +88,14 @@ class WarmPool:
             if job is None:
                 return
             key, factory = job
-            with self._lock:
-                if len(self._ready.get(key, [])) >= self.size:
-                    continue
             try:
-                spawned = factory()
+                spawned: Spawned | None = factory()
             except Exception:  # the session that needs a worker will start one itself and report why
-                continue
+                spawned = None
             with self._lock:
-                self._ready.setdefault(key, []).append(spawned)
+                self._inflight[key] = max(0, self._inflight.get(key, 0) - 1)
+                if spawned is not None:
+                    self._ready.setdefault(key, []).append(spawned)
 
     def close(self) -> None:
         """Kill every pooled worker (at exit)."""
