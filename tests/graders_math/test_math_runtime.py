@@ -37,6 +37,9 @@ def test_checks_from_many_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda c: check_equivalent(c[0], c[1]).accepted, cases))
     assert got == [c[2] for c in cases]
+    # Workers outlive the threads that happened to start them.
+    after = [check_equivalent(c[0], c[1]) for c in cases]
+    assert [v.error for v in after] == [None] * len(cases)
 
 
 async def test_math_grader_in_a_rubric() -> None:
