@@ -42,12 +42,15 @@ class Spawned:
 
 
 class WarmPool:
-    """At most ``size`` ready workers per configuration key."""
+    """At most ``size`` ready workers per configuration key, for the ``max_keys`` most recently
+    used configurations (limits, sandbox options)."""
 
-    def __init__(self, size: int | None = None) -> None:
-        env = os.environ.get("VERIGYM_SANDBOX_POOL", "1")
+    def __init__(self, size: int | None = None, max_keys: int = 4) -> None:
+        env = os.environ.get("VERIGYM_SANDBOX_POOL", "2")
         self.size = size if size is not None else (int(env) if env.isdigit() else 2)
         self.enabled = self.size > 0
+        self.max_keys = max_keys
+        self._recent: list[Hashable] = []
         self._ready: dict[Hashable, list[Spawned]] = {}
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[tuple[Hashable, Callable[[], Spawned]] | None] = queue.SimpleQueue()
@@ -77,8 +80,14 @@ class WarmPool:
                 t = threading.Thread(target=self._run, name="verigym-sandbox-pool", daemon=True)
                 t.start()
                 self._threads.append(t)
+            self._recent = [k for k in self._recent if k != key] + [key]
+            stale: list[Spawned] = []
+            while len(self._recent) > self.max_keys:  # many configurations: keep the recent ones warm
+                stale += self._ready.pop(self._recent.pop(0), [])
             wanted = self.size - len(self._ready.get(key, [])) - self._inflight.get(key, 0)
             self._inflight[key] = self._inflight.get(key, 0) + max(0, wanted)
+        for spawned in stale:
+            spawned.discard()
         for _ in range(max(0, wanted)):
             self._jobs.put((key, factory))
 
@@ -94,8 +103,11 @@ class WarmPool:
                 spawned = None
             with self._lock:
                 self._inflight[key] = max(0, self._inflight.get(key, 0) - 1)
-                if spawned is not None:
+                if spawned is not None and key in self._recent:
                     self._ready.setdefault(key, []).append(spawned)
+                    spawned = None
+            if spawned is not None:
+                spawned.discard()
 
     def close(self) -> None:
         """Kill every pooled worker (at exit)."""
