@@ -201,7 +201,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad_rows.write_text('{"id": 1, "q": "1+1", "a": "2"}\n{"id": 2, "q": \n')
     toml = tmp_path / "c.toml"
     toml.write_text("num_taskz = 3\n")
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text('{"question": "1+1=", "answer": "2"}\n{"question": 5\n')
     cases = {
+        "data.jsonl:2: invalid JSON": [
+            "verigym.envs.dataset_env:DatasetEnv",
+            "--env-arg",
+            f"tasks={dataset}",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
         "unknown environment 'no-such-env'": ["no-such-env"],
         "--env-arg 'oops'": [ENV, "--env-arg", "oops"],
         "has no argument 'colour'": ["arithmetic", "--env-arg", "colour=red"],
