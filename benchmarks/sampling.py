@@ -1,0 +1,165 @@
+"""Batched sampling throughput: ``LocalPolicy`` vs ``transformers`` ``model.generate(..., output_scores=True)``.
+
+Same model, same prompts, same batch, same length limit, temperature 1; both sides return what RL needs:
+the sampled ids and each sampled token's logprob (``output_scores`` + ``compute_transition_scores``).
+Two scenarios, each printing tokens/s of both sides and the ratio:
+
+* ``fixed``: ``--batch`` distinct prompts, EOS ignored on both sides, so every row decodes exactly
+  ``--new-tokens`` tokens (pure per-step efficiency).
+* ``grpo``: what RL does: ``--groups`` prompts of ~150 tokens × ``--n`` samples each
+  (``num_return_sequences`` for transformers), stopping at EOS; tokens/s counts the tokens each row
+  really produced (through its EOS). LocalPolicy prefills each prompt once and drops finished rows.
+
+    python benchmarks/sampling.py                       # small (~3M) model, CPU
+    python benchmarks/sampling.py --size 100m --device cuda --batch 64 --new-tokens 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import torch
+
+from verigym.policies import tiny
+from verigym.policies.local import LocalPolicy
+from verigym.types import Message, Sampling
+
+# ~104M parameters with the character vocabulary (random init; for GPU sessions).
+SIZE_100M = {
+    "hidden_size": 768,
+    "num_hidden_layers": 11,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+}
+
+
+def build(size: str, device: str) -> tuple[Any, Any]:
+    tok = tiny.build_tokenizer()
+    model = (
+        tiny.build_model("base", tok, seed=0, **SIZE_100M) if size == "100m" else tiny.build_model(size, tok)
+    )
+    return model.to(device).eval(), tok
+
+
+def prompts(n: int, long: bool = False) -> list[list[Message]]:
+    lead = "Solve the problem. Show no work, answer with the number only. " * 2 if long else ""
+    return [[Message(role="user", content=f"{lead}What is {17 * i % 97} + {31 * i % 89}?")] for i in range(n)]
+
+
+def run_local(policy: LocalPolicy, rows: list[list[Message]], new_tokens: int, n: int = 1) -> int:
+    sampling = Sampling(temperature=1.0, max_tokens=new_tokens)
+    out = policy.generate([r for r in rows for _ in range(n)], sampling, seeds=list(range(len(rows) * n)))
+    assert all(c.logprobs and len(c.logprobs) == len(c.completion_token_ids or ()) for c in out)
+    return sum(len(c.completion_token_ids or ()) for c in out)
+
+
+def run_hf(
+    model: Any,
+    tok: Any,
+    rows: list[list[Message]],
+    new_tokens: int,
+    device: str,
+    n: int = 1,
+    fixed: bool = True,
+) -> int:
+    texts = [
+        tok.apply_chat_template([m.to_openai() for m in r], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    with torch.inference_mode():
+        out = model.generate(
+            **enc,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens if fixed else 0,
+            num_return_sequences=n,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=tok.pad_token_id,
+        )
+        logprobs = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+    new = out.sequences[:, enc["input_ids"].shape[1] :]
+    assert logprobs.shape == new.shape
+    if fixed:
+        return int(new.numel())
+    ended = (new == tok.eos_token_id).int().cumsum(-1)
+    return int(
+        ((ended == 0) | ((ended == 1) & (new == tok.eos_token_id))).sum()
+    )  # tokens through the first EOS
+
+
+def timed(fn: Any, repeats: int) -> float:
+    """Best tokens/s over ``repeats`` runs."""
+    best = 0.0
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        tokens = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = max(best, tokens / (time.perf_counter() - start))
+    return best
+
+
+def report(title: str, theirs: float, ours: float) -> None:
+    print(f"\n{title}")
+    print(f"  transformers generate(output_scores=True): {theirs:10.0f} tokens/s")
+    print(f"  verigym LocalPolicy:                       {ours:10.0f} tokens/s")
+    print(f"  ratio (verigym / transformers):            {ours / theirs:10.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--size", default="small", choices=[*tiny.SIZES, "100m"], help="model size")
+    parser.add_argument(
+        "--scenario", default="both", choices=["fixed", "grpo", "both"], help="what to measure"
+    )
+    parser.add_argument("--batch", type=int, default=32, help="fixed: rows decoded together")
+    parser.add_argument("--groups", type=int, default=8, help="grpo: distinct prompts")
+    parser.add_argument("--n", type=int, default=8, help="grpo: samples per prompt")
+    parser.add_argument(
+        "--new-tokens", type=int, default=64, help="tokens generated per row (the limit in grpo)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per side (best is kept)")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
+    )
+    args = parser.parse_args()
+
+    model, tok = build(args.size, args.device)
+    params = tiny.count_parameters(model)
+    print(
+        f"model: {args.size} ({params / 1e6:.1f}M params), device {args.device}, torch threads {torch.get_num_threads()}"
+    )
+    fixed = LocalPolicy(model, tok, name=args.size, stop_token_ids=[], max_batch_rows=4096)
+    natural = LocalPolicy(model, tok, name=args.size, max_batch_rows=4096)
+    run_local(fixed, prompts(2), 4)  # warm-up both paths
+    run_hf(model, tok, prompts(2), 4, args.device)
+    if args.scenario in ("fixed", "both"):
+        rows = prompts(args.batch)
+        ours = timed(lambda: run_local(fixed, rows, args.new_tokens), args.repeats)
+        theirs = timed(lambda: run_hf(model, tok, rows, args.new_tokens, args.device), args.repeats)
+        report(f"fixed: batch {args.batch} x exactly {args.new_tokens} new tokens", theirs, ours)
+    if args.scenario in ("grpo", "both"):
+        rows = prompts(args.groups, long=True)
+        ours = timed(lambda: run_local(natural, rows, args.new_tokens, args.n), args.repeats)
+        theirs = timed(
+            lambda: run_hf(model, tok, rows, args.new_tokens, args.device, args.n, fixed=False), args.repeats
+        )
+        plen = len(natural.encode(rows[0]))
+        report(
+            f"grpo: {args.groups} prompts (~{plen} tokens) x {args.n} samples, stop at EOS, limit {args.new_tokens}",
+            theirs,
+            ours,
+        )
+
+
+if __name__ == "__main__":
+    main()
