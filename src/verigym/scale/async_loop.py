@@ -60,17 +60,13 @@ class AsyncRLTrainer(RLTrainer):
         sampler: Sampler | None = None,
     ) -> None:
         super().__init__(cfg, model=model, tokenizer=tokenizer, envs=envs, out_dir=out_dir, progress=progress)
-        sc = getattr(cfg, "scale", None)
+        sc = cfg.scale
         if max_staleness is None:
-            max_staleness = int(getattr(sc, "max_staleness", None) or 0)
+            max_staleness = sc.max_staleness or 0
         if max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
         self.max_staleness = max_staleness
-        self.correction = correction or Correction(
-            tis_cap=float(getattr(sc, "tis_cap", 2.0)),
-            mask_threshold=float(getattr(sc, "mask_threshold", 0.0)),
-            correct_fresh=bool(getattr(sc, "correct_fresh", False)),
-        )
+        self.correction = correction or Correction(sc.tis_cap, sc.mask_threshold, sc.correct_fresh)
         self.sampler: Sampler = sampler or InProcessSampler()
 
     # ---- the consumer ------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from verigym.scale.async_loop import AsyncRLTrainer
-from verigym.scale.correction import Correction
 from verigym.scale.ddp import DistContext, init_distributed, is_torchrun, use_torchrun
 from verigym.train.config import TrainConfig
 from verigym.train.rl import Progress, RLTrainer
@@ -75,7 +74,6 @@ def run_scaled_train(
 
     def wire(trainer: RLTrainer) -> None:
         if isinstance(trainer, AsyncRLTrainer):
-            trainer.correction = Correction(sc.tis_cap, sc.mask_threshold, sc.correct_fresh)
             if not leader:
                 trainer.sampler = _Follower(trainer)
             elif sc.servers:
