@@ -206,12 +206,20 @@ async def verigym_eval(
 
         start = time.perf_counter()
         result = await evaluate(
-            env, policy, tasks, config, out=Path(tmp) / "run", on_start=lambda *_: None, on_record=on_record
+            env,
+            policy,
+            tasks,
+            config,
+            out=Path(tmp) / "run",
+            on_start=lambda *_: marks.setdefault("start", time.perf_counter()),
+            on_record=on_record,
         )
         total = time.perf_counter() - start
         assert result.summary["n_scored"] == n, result.summary
     await policy.aclose()
-    return marks["last"] - start, total
+    return marks["last"] - marks[
+        "start"
+    ], total  # the rollout phase: from the first rollout to the last record
 
 
 async def engine_only(n: int, concurrency: int, async_grader: bool = False) -> float:
