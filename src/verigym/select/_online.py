@@ -6,7 +6,10 @@ set by warm-up traces.
 after every new token of a row (``top_logprobs``: that row's top-k logprobs so far) and stops
 the row when it returns True (``LocalPolicy`` marks it ``finish_reason="early_stop"``). The
 first check happens once a row has ``w`` tokens; the row is cut at the first ``t ≥ w`` with
-``mean(C[t-w:t]) < threshold``. Stopped traces do not vote.
+``mean(C[t-w:t]) < threshold``. Stopped traces do not vote. "Below" means below by more than float
+noise (a relative 1e-6, ``TOLERANCE``): the same trace computed in a different batch differs in the
+last bits of its logprobs, and traces that share a prefix share its confidence exactly — a tie
+with the threshold must not be decided by rounding.
 
 Servers. A server can run the same rule inside its decoding loop if it (1) computes the top-k
 logprobs of every step (it already does for ``top_logprobs``), (2) accepts per-request
@@ -38,6 +41,14 @@ from verigym.select._confidence import (
 from verigym.select.majority import weighted_vote
 
 __all__ = ["OnlineDeepConf", "select_online", "vote_online"]
+
+
+TOLERANCE = 1e-6
+
+
+def _below(threshold: float) -> float:
+    """The value a window mean must fall under to count as below ``threshold``."""
+    return threshold - TOLERANCE * max(1.0, abs(threshold))
 
 
 @dataclass
@@ -149,7 +160,7 @@ class OnlineDeepConf:
         threshold = self.thresholds.get(row, self.threshold)
         if threshold is None or n < self.window:
             return False
-        if (prefix[n] - prefix[n - self.window]) / self.window < threshold:
+        if (prefix[n] - prefix[n - self.window]) / self.window < _below(threshold):
             state.cut = n
             return True
         return False
@@ -166,11 +177,12 @@ class OnlineDeepConf:
         last = len(conf) - 1 if ended else len(conf)
         if self.threshold is None or last < self.window:
             return None
+        bar = _below(self.threshold)
         prefix = [0.0]
         for c in conf:
             prefix.append(prefix[-1] + c)
         for t in range(self.window, last + 1):
-            if (prefix[t] - prefix[t - self.window]) / self.window < self.threshold:
+            if (prefix[t] - prefix[t - self.window]) / self.window < bar:
                 return t
         return None
 
@@ -193,7 +205,7 @@ def vote_online(candidates: Sequence[Candidate], hook: OnlineDeepConf, stopped: 
     weights: list[float] = []
     for c, cut in zip(candidates, stopped, strict=True):
         s = None if cut or c.answer is None or not c.top_logprobs else hook.score(c.top_logprobs)
-        ok = s is not None and (hook.threshold is None or s >= hook.threshold)
+        ok = s is not None and (hook.threshold is None or s >= _below(hook.threshold))
         answers.append(c.answer if ok else None)
         weights.append(s if ok and s is not None else 0.0)
     vote = weighted_vote(answers, weights)
