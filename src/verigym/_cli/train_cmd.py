@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
             None, "--ray-address", help="Ray cluster to join, e.g. auto or ray://head:10001 (implies --ray)."
         ),
     ) -> None:
-        """Train with RL (GRPO family), after a light SFT warm-up when [sft] names data or demos.
+        """Train with RL (GRPO family), after a light SFT warm-up when the sft table names data or demos.
 
         Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
         """
@@ -190,7 +190,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def sft(
         config: Path = typer.Argument(
-            ..., help="TOML config; [sft] names data (JSONL) or demos (oracle demonstrations)."
+            ..., help="TOML config; its sft table names data (JSONL) or demos (oracle demonstrations)."
         ),
         overrides: list[str] = typer.Option(
             None, "--set", help="Override a config key, e.g. --set sft.lr=1e-3 (repeatable)."
