@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["NUMBER_RE", "Extraction", "boxed_contents", "extract", "in_question", "strip_math_delims"]
 
+_MAX_CHARS = 60_000
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
 _THINK_END = "</think>"
 _ANCHORS = (
@@ -63,36 +64,34 @@ class Extraction:
         return len(self.boxed) > 1
 
 
-def _brace_arg(text: str, start: int) -> tuple[str, int] | None:
-    """The brace-balanced argument starting at ``text[start] == '{'``: (content, end index)."""
-    if start >= len(text) or text[start] != "{":
-        return None
-    depth = 0
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of each ``{`` -> index of its matching ``}`` (escaped ``\\{``/``\\}`` skipped); one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for i, c in enumerate(text):
+        if c in "{}" and i > 0 and text[i - 1] == "\\":
             continue
-        if c == "{" and (i == 0 or text[i - 1] != "\\"):
-            depth += 1
-        elif c == "}" and (i == 0 or text[i - 1] != "\\"):
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-    return None
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
 
 
 def _boxes(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of every ``\\boxed{}``/``\\fbox{}`` (``\\boxed 5`` too)."""
     out: list[tuple[int, int, str]] = []
-    for m in _BOX_RE.finditer(text):
+    matches = list(_BOX_RE.finditer(text))
+    pairs = _brace_pairs(text) if matches else {}
+    for k, m in enumerate(matches):
         pos = m.end()
-        arg = _brace_arg(text, pos)
-        if arg is not None:
-            out.append((m.start(), arg[1], arg[0].strip()))
-        elif pos < len(text) and text[pos] == "{":  # never closed: the rest of the text
-            out.append((m.start(), len(text), text[pos + 1 :].strip().rstrip("$").strip()))
+        if pos in pairs:
+            out.append((m.start(), pairs[pos] + 1, text[pos + 1 : pairs[pos]].strip()))
+        elif pos < len(text) and text[pos] == "{":
+            if k == len(matches) - 1:  # the last box never closed: the rest of the text
+                out.append((m.start(), len(text), text[pos + 1 :].strip().rstrip("$").strip()))
         else:
-            bare = re.match(r"[^\s$.,]+", text[pos:])
+            bare = re.match(r"[^\s$.,]+", text[pos : pos + 200])
             if bare:
                 out.append((m.start(), pos + bare.end(), bare.group(0)))
     return [b for b in out if b[2]]
@@ -167,7 +166,7 @@ def extract(text: str, *, question: str | None = None, gold: bool = False) -> Ex
     if _THINK_END in text:
         after = text.rsplit(_THINK_END, 1)[1]
         text = after if after.strip() else text
-    text = text.strip()
+    text = text.strip()[-_MAX_CHARS:]  # the answer is at the end; bounds the work on huge texts
     if not text:
         return Extraction(None, "empty")
     boxes = _boxes(text)
@@ -187,14 +186,11 @@ def extract(text: str, *, question: str | None = None, gold: bool = False) -> Ex
         keep = [next(b for b in contents if re.sub(r"\s+", "", b) == d) for d in distinct]
         answer = keep[0] if len(keep) == 1 else ", ".join(keep)
         return Extraction(answer, "boxed", keep)
-    best: tuple[int, str] | None = None
     for pat in _ANCHORS:
-        for m in pat.finditer(text):
+        for m in reversed(list(pat.finditer(text))):  # the last anchor with an answer after it
             found = _after_anchor(text[m.end() :])
-            if found and (best is None or m.start() > best[0]):
-                best = (m.start(), found)
-        if best is not None:
-            return Extraction(strip_math_delims(best[1]), "anchor")
+            if found:
+                return Extraction(strip_math_delims(found), "anchor")
     plain = _LABEL.sub("", strip_math_delims(text)) if gold or "\n" not in text.strip() else ""
     if plain and len(plain) <= 400 and (gold or _prose_words(plain) < 3):
         return Extraction(plain, "bare")
