@@ -58,7 +58,7 @@ def check(
     try:
         preads = parse(answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        preads, why = [], f"answer not parseable: {exc}"
+        preads, why = (), f"answer not parseable: {exc}"
     numbers = NUMBER_RE.findall(answer) if px.how == "bare" else []
     if (not preads or all(isinstance(p, Text) for p in preads)) and len(numbers) == 1:
         answer = numbers[0]  # a lone number in text that is not an answer ("Soucis : 2,74 $ a..")

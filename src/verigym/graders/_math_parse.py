@@ -8,6 +8,7 @@ plain text are recognised here. Expressions go to ``to_sympy``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -41,8 +42,10 @@ _NAME = re.compile(
 )
 
 
-def parse(s: str) -> list[Value]:
-    """All plausible readings of an answer string (usually one)."""
+@functools.lru_cache(maxsize=2048)
+def parse(s: str) -> tuple[Value, ...]:
+    """All plausible readings of an answer string (usually one). Cached: a reference answer is
+    parsed once for all the samples graded against it."""
     s = clean(s)
     s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
     if s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):
@@ -56,7 +59,7 @@ def parse(s: str) -> list[Value]:
     elif re.fullmatch(r"-?\d+,\d+", s):
         readings.append(decimal_scalar(s.replace(",", ".")))
     readings.append(_parse_list(s))
-    return readings
+    return tuple(readings)
 
 
 def _squash(s: str) -> str:
