@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -341,6 +342,8 @@ def main() -> None:
     if args.serve:
         serve(args.serve)
         return
+    from verigym.runner import tuned_gc
+
     n, c = args.rollouts, args.concurrency
     server, url = start_server()
     rates: dict[str, float] = {}
@@ -349,8 +352,15 @@ def main() -> None:
         print(f"eval overhead: {n} single-turn rollouts, concurrency {c}, server {url} (instant answers)")
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
 
-        def vg(transport: str, async_grader: bool = False, total: bool = False) -> Callable[[], float]:
-            return lambda: asyncio.run(verigym_eval(url, n, c, transport, async_grader))[1 if total else 0]
+        def vg(
+            transport: str, async_grader: bool = False, total: bool = False, cli_gc: bool = True
+        ) -> Callable[[], float]:
+            def run() -> float:
+                # `verigym eval` runs its event loop under runner.tuned_gc(); do the same here
+                with tuned_gc() if cli_gc else contextlib.nullcontext():
+                    return asyncio.run(verigym_eval(url, n, c, transport, async_grader))[1 if total else 0]
+
+            return run
 
         contenders: dict[str, Callable[[], float]] = {
             "(d) bare aiohttp": lambda: asyncio.run(bare_aiohttp(url, texts, c)),
@@ -359,6 +369,7 @@ def main() -> None:
             "(a) verigym eval, aiohttp transport": vg("aiohttp"),
             "(a) verigym eval incl. summary+report": vg("aiohttp", total=True),
             "(a) verigym eval, async grader": vg("aiohttp", async_grader=True),
+            "(a) verigym eval, default GC settings": vg("aiohttp", cli_gc=False),
             "(a') verigym eval, SDK + its aiohttp client": vg("sdk"),
             "(a') verigym eval, SDK + httpx (default)": vg("sdk-httpx"),
         }  # fmt: skip
@@ -367,8 +378,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in contenders.items():
                 rates[name] = max(rates.get(name, 0.0), n / run())
-        engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))  # best of 3, as above
-        engine_async = min(asyncio.run(engine_only(n, c, True)) for _ in range(3))
+        with tuned_gc():  # best of 3, as above, under the CLI's GC settings
+            engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))
+            engine_async = min(asyncio.run(engine_only(n, c, True)) for _ in range(3))
         vf_line = "skipped (--skip-vf)"
         if not args.skip_vf:
             vf_rate, vf_line = run_vf_eval(url, texts[: args.vf_rollouts], c, args.vf_timeout)

@@ -220,3 +220,14 @@ async def test_invalid_tool_call_json_is_answered_by_the_tool_env() -> None:
         tool_msgs = [m for m in r.trajectory.messages if m.role == "tool"]
         assert len(tool_msgs) == 1 and "JSON" in tool_msgs[0].content
         assert r.trajectory.messages[1].tool_calls[0].arguments == '{"a": 1,'
+
+
+def test_tuned_gc_is_restored() -> None:
+    import gc
+
+    from verigym.runner import tuned_gc
+
+    before = gc.get_threshold()
+    with tuned_gc(young=12_345):
+        assert gc.get_threshold()[0] == 12_345 and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -138,6 +138,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
     from verigym._cli._eval_show import print_summary
     from verigym.eval.config import ConfigError
     from verigym.eval.run import EvalResult, evaluate
+    from verigym.runner import tuned_gc
     from verigym.types import Record
 
     env_args = dict(config.env_args)
@@ -209,7 +210,8 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
                 await close()
 
     try:
-        result = asyncio.run(main())
+        with tuned_gc():
+            result = asyncio.run(main())
     except ConfigError as exc:
         fail(str(exc))
     except (KeyboardInterrupt, asyncio.CancelledError):
