@@ -142,6 +142,11 @@ def _parse_eq(s: str) -> Value:
     # "x = 5+5+1 = 11" and "1/2 = 0.5" state a value: the last part.
     value = _parse_item(parts[-1]) if named or constant else None
     name = re.sub(r"\s+", "", named[0]) if named else None
+    tuple_side = any(
+        (br := _bracketed(p)) is not None and _top_has(br[2], ",") for p in (parts[0], parts[-1])
+    )
+    if tuple_side and value is not None:
+        return Eqn(None, None, name, value)  # "(x, y) = (1, 2)": compared through its value only
     try:
         lhs, rhs = to_sympy(parts[0]), to_sympy(parts[-1])
     except ParseError:
