@@ -205,3 +205,21 @@ def test_a_fresh_untrained_model_works_without_saving() -> None:
     policy = LocalPolicy(tiny.build_model("tiny", tok, seed=2), tok, name="fresh")
     out = policy.generate(PROMPTS[:1], Sampling(max_tokens=5, temperature=0.0))[0]
     assert out.model == "fresh" and out.usage.prompt_tokens == len(out.prompt_token_ids or ())
+
+
+def test_a_trainers_peft_model_samples_with_its_own_lora(tiny_dir: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    model = get_peft_model(
+        base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
+    policy = LocalPolicy(model, AutoTokenizer.from_pretrained(tiny_dir))
+    c = policy.generate(PROMPTS[:1], Sampling(max_tokens=10), seeds=[4])[0]
+    ref = teacher_forced(model, c)
+    assert max(abs(a - b) for a, b in zip(ref, c.logprobs or (), strict=True)) < 1e-4
+    with model.disable_adapter():
+        off = teacher_forced(model, c)
+    assert max(abs(a - b) for a, b in zip(off, c.logprobs or (), strict=True)) > 1e-3

@@ -44,6 +44,7 @@ from verigym.types import Completion, Message, Sampling, Usage
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
+_AS_IS = "<model as it is>"  # adapter sentinel: leave the model's adapter state untouched
 _FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop": "early_stop"}
 
 
@@ -82,7 +83,7 @@ class LocalPolicy:
         self.passes = 0  # generation passes run (micro-batching makes this < the number of calls)
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
-        self._adapter: str | None = None
+        self._adapter: str | None = _AS_IS  # as is: a trainer's PeftModel samples with its own active LoRA
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
         )
@@ -178,8 +179,9 @@ class LocalPolicy:
             early_stop_row=row,
         )
 
-    def run(self, specs: Sequence[RowSpec], adapter: str | None = None) -> list[RowResult]:
-        """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active."""
+    def run(self, specs: Sequence[RowSpec], adapter: str | None = _AS_IS) -> list[RowResult]:
+        """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
+        (None: the base model with adapters disabled; by default the model as it is)."""
         import torch
 
         out: list[RowResult] = []
@@ -226,7 +228,7 @@ class LocalPolicy:
             top_logprobs=tuple(result.top_logprobs) if spec.top_logprobs else None,
             token_ids_exact=True,
             usage=Usage(prompt_tokens=len(spec.prompt_ids), completion_tokens=len(result.token_ids)),
-            model=self.name if self._adapter is None else self._adapter,
+            model=self.active_adapter or self.name,
             policy_version=self.version if version is None else version,
         )
 
@@ -257,7 +259,7 @@ class LocalPolicy:
             for s, r in zip(specs, results, strict=True)
         ]
 
-    async def submit(self, specs: list[RowSpec], adapter: str | None = None) -> list[RowResult]:
+    async def submit(self, specs: list[RowSpec], adapter: str | None = _AS_IS) -> list[RowResult]:
         """Queue rows for the next micro-batched pass on this event loop and await their results."""
         loop = asyncio.get_running_loop()
         queue = self._queues.setdefault(loop, _Queue())
@@ -328,7 +330,8 @@ class LocalPolicy:
 
     @property
     def active_adapter(self) -> str | None:
-        return self._adapter
+        """The adapter named by ``set_adapter`` (None: the base model, or never set)."""
+        return None if self._adapter == _AS_IS else self._adapter
 
     def load_adapter(self, path: str | Path, name: str) -> None:
         """Load a peft LoRA adapter saved at ``path`` as ``name`` (replacing one of that name); the base
@@ -338,13 +341,18 @@ class LocalPolicy:
         with self._lock:
             if name in self.adapters:
                 self.unload_adapter(name, _keep_active=True)
+            if self._adapter == _AS_IS and not self._has_adapters():
+                self._adapter = None  # transformers activates a first adapter on load; keep the base model on
             try:
                 self.model.load_adapter(str(path), adapter_name=name)
             except Exception as exc:
                 raise PolicyError("bad_adapter", f"cannot load adapter {str(path)!r}: {exc}") from None
 
     def set_adapter(self, name: str | None) -> None:
-        """Make ``name`` the adapter ``complete``/``generate`` use; None means the base model."""
+        """Make ``name`` the adapter ``complete``/``generate`` use; None means the base model (adapters off).
+
+        Until it is called the model is used as it is, so a ``PeftModel`` a trainer passed in samples with
+        its active adapter."""
         if name is not None and name not in self.adapters:
             raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
         self._adapter = name
@@ -365,6 +373,9 @@ class LocalPolicy:
 
     @contextlib.contextmanager
     def _adapter_active(self, name: str | None) -> Iterator[None]:
+        if name == _AS_IS:
+            yield
+            return
         if not self._has_adapters():
             if name is not None:
                 raise PolicyError("adapter_not_found", f"no adapter named {name!r} is loaded")
