@@ -107,7 +107,6 @@ _UNIT_TAIL = re.compile(
     r"^(?P<core>.*?[\d}.)])\s*(?P<unit>(?:\\text\{[^{}]*\}|\\mathrm\{[^{}]*\}|[a-zA-Z€£¥$]+)"
     r"(?:\s*(?:\^\s*\{?\d\}?|/|\\cdot)?\s*(?:\\text\{[^{}]*\}|\\mathrm\{[^{}]*\}|[a-zA-Z]+))*(?:\s*\^\s*\{?\d\}?)?)$"
 )
-_UNIT_WORDS = re.compile(r"^[a-zA-Z€£¥$ ]+$")
 _CURRENCY_HEAD = re.compile(r"^(?:\\\$|\$|€|£|¥|\\euro)\s*")
 _NOT_UNITS = {"i", "e", "pi", "x", "y", "z", "n", "k", "a", "b", "c", "t", "r", "or", "and"}
 

@@ -62,10 +62,6 @@ def parse(s: str) -> tuple[Value, ...]:
     return tuple(readings)
 
 
-def _squash(s: str) -> str:
-    return re.sub(r"\s+", "", s)
-
-
 def _parse_list(s: str) -> Value:
     s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
     s = re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
@@ -163,9 +159,6 @@ def _parse_rel(s: str) -> Value:
     if not all(exprs):
         raise ParseError(f"malformed inequality {s!r}")
     return Rel(tuple(to_sympy(e) for e in exprs), tuple(ops))
-
-
-_BRACKETS = {"(": ")", "[": "]", "\\{": "\\}", "\\langle": "\\rangle"}
 
 
 def _bracketed(s: str) -> tuple[str, str, str] | None:
