@@ -53,8 +53,10 @@ def check(
     try:
         greads = parse(gx.answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        same = _squash(gx.answer) == _squash(answer)
-        return same, ("same text as the reference" if same else f"reference not parseable: {exc}"), answer
+        if _squash(gx.answer) == _squash(answer):
+            return True, "same text as the reference", answer
+        # A reference the grader cannot read is the grader's problem: an error, never a zero.
+        raise ValueError(f"reference answer not parseable: {exc}") from exc
     try:
         preads = parse(answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:

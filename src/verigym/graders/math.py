@@ -89,7 +89,7 @@ def check_equivalent(
         try:
             accepted, reason, extracted = check(*args)
         except Exception as exc:
-            msg = f"math check crashed: {type(exc).__name__}: {exc}"
+            msg = f"math check failed: {type(exc).__name__}: {exc}"
             return MathVerdict(False, msg, None, msg)
         return MathVerdict(accepted, reason, extracted)
     try:
@@ -97,7 +97,7 @@ def check_equivalent(
     except CheckTimeout as exc:
         return MathVerdict(False, f"math check timed out: {exc}", None, f"timeout: {exc}")
     except CheckCrashed as exc:
-        return MathVerdict(False, f"math check crashed: {exc}", None, f"crash: {exc}")
+        return MathVerdict(False, f"math check failed: {exc}", None, f"error: {exc}")
     return MathVerdict(accepted, reason, extracted)
 
 
