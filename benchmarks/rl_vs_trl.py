@@ -2,7 +2,8 @@
 
 Both start from the same lightly SFT'd tiny model (built and trained here), train on the arithmetic
 environment's train split with the DAPO-style loss (ε 0.2/0.28, token-mean, β = 0), and are then
-evaluated by the same verigym evaluator on the same held-out tasks (greedy pass@1). TRL runs in
+evaluated by the same verigym evaluator on the same held-out tasks (pass@1 from 4 samples per
+task at T=1). TRL runs in
 ``.bench/venv`` (``make bench-venv``) as a subprocess; its step time is measured inside the process,
 from the first to the last optimizer step, as verigym's is.
 
@@ -24,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_PY = ROOT / ".bench" / "venv" / "bin" / "python"
+ENV_ARGS = {"digits": 1, "terms": 3}  # the quickstart task: "3+5+8="
+MAX_TOKENS = 4
 
 TRL_WORKER = r"""
 import json, re, sys, time
@@ -80,13 +83,13 @@ def _sft_model(out: Path, seed: int) -> Path:
     from verigym.train.config import SFTConfig
     from verigym.train.sft import messages_row, oracle_demos, sft_train
 
-    env = load_env("arithmetic", level=1)
+    env = load_env("arithmetic", **ENV_ARGS)
     tok = tiny.build_tokenizer()
     model = tiny.build_model("tiny", tok, seed=seed)
-    demos = asyncio.run(oracle_demos(env, 1000, seed=seed, env_name="arithmetic"))
+    demos = asyncio.run(oracle_demos(env, 500, seed=seed, env_name="arithmetic"))
     rows = [messages_row(tok, d) for d in demos]
     sft_train(
-        model, tok, rows, SFTConfig(max_steps=400, batch_size=64, lr=1e-2, lr_schedule="constant"), seed=seed
+        model, tok, rows, SFTConfig(max_steps=200, batch_size=64, lr=1e-2, lr_schedule="constant"), seed=seed
     )
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -99,14 +102,15 @@ def _evaluate(path: Path, tasks: int, seed: int) -> float:
     from verigym.train._model import evaluate
     from verigym.types import Sampling
 
-    env = load_env("arithmetic", level=1)
+    env = load_env("arithmetic", **ENV_ARGS)
     policy = LocalPolicy.from_pretrained(path, device="cpu")
     res = asyncio.run(
         evaluate(
             env,
             policy,
             env.tasks(tasks, seed=seed, split="test"),
-            sampling=Sampling(temperature=0.0, max_tokens=6),
+            sampling=Sampling(temperature=1.0, max_tokens=MAX_TOKENS, seed=seed),
+            samples=4,
         )
     )
     return res["pass_at_1"]
@@ -133,7 +137,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="rl_vs_trl_"))
     base = _sft_model(work / "sft", args.seed)
-    env = load_env("arithmetic", level=1)
+    env = load_env("arithmetic", **ENV_ARGS)
     train_tasks = env.tasks(None, seed=args.seed, split="train")
     (work / "tasks.json").write_text(
         json.dumps([{"prompt": t.prompt[0].content, "answer": t.answer} for t in train_tasks])
@@ -143,7 +147,7 @@ def main() -> None:
     # TRL
     trl_args = {
         "model": str(base), "tasks": str(work / "tasks.json"), "out": str(work / "trl"), "steps": args.steps,
-        "groups": args.groups, "group_size": args.group_size, "lr": args.lr, "max_tokens": 6,
+        "groups": args.groups, "group_size": args.group_size, "lr": args.lr, "max_tokens": MAX_TOKENS,
         "threads": args.threads, "seed": args.seed,
     }  # fmt: skip
     proc = subprocess.run(
@@ -160,8 +164,8 @@ def main() -> None:
     cfg = build_config(
         {
             "seed": args.seed, "out_dir": str(work / "verigym"),
-            "model": {"path": str(base)}, "envs": [{"name": "arithmetic", "args": {"level": 1}}],
-            "sampling": {"temperature": 1.0, "max_tokens": 6},
+            "model": {"path": str(base)}, "envs": [{"name": "arithmetic", "args": ENV_ARGS}],
+            "sampling": {"temperature": 1.0, "max_tokens": MAX_TOKENS},
             "rl": {"preset": "dapo", "dynamic_sampling": False, "overlong_buffer": 0, "steps": args.steps,
                    "groups_per_step": args.groups, "group_size": args.group_size, "lr": args.lr},
             "logging": {"report": False},
@@ -179,7 +183,7 @@ def main() -> None:
     tok.save_pretrained(work / "verigym" / "final")
     p_vg = _evaluate(work / "verigym" / "final", args.eval_tasks, args.seed)
 
-    print(f"same work: tiny model (SFT'd, held-out pass@1 {p_sft:.3f}), arithmetic level 1, "
+    print(f"same work: tiny model (SFT'd, held-out pass@1 {p_sft:.3f}), arithmetic (3 one-digit terms), "
           f"{args.groups} groups x {args.group_size} samples, lr {args.lr}, {args.steps} steps, {args.threads} thread(s)")  # fmt: skip
     print(f"{'':10} {'s/step':>8} {'total s':>8} {'pass@1 after':>13}")
     print(f"{'TRL':10} {trl['s_per_step']:8.3f} {trl['total_s']:8.1f} {p_trl:13.3f}")

@@ -21,7 +21,9 @@ def register(app: typer.Typer) -> None:
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of the model, the tasks and the sampling."),
         steps: int = typer.Option(None, "--steps", help="RL steps (default 30)."),
-        threads: int = typer.Option(2, "--threads", help="torch CPU threads."),
+        threads: int = typer.Option(
+            1, "--threads", help="torch CPU threads (1 is fastest for the tiny model)."
+        ),
     ) -> None:
         """Offline demo: tiny model → light SFT on verified demos → GRPO (DAPO) → held-out pass@1 before/after."""
         import torch
@@ -41,10 +43,14 @@ def register(app: typer.Typer) -> None:
             f"GRPO (DAPO preset, {cfg.rl.steps} steps) → held-out pass@1 — offline, CPU"
         )
         with TrainProgress(
-            cfg.rl.steps, cfg.sft.epochs * ((cfg.sft.demos + cfg.sft.batch_size - 1) // cfg.sft.batch_size)
+            cfg.rl.steps,
+            cfg.sft.max_steps
+            or cfg.sft.epochs * ((cfg.sft.demos + cfg.sft.batch_size - 1) // cfg.sft.batch_size),
         ) as bar:
             summary = run(cfg, progress=bar)
-        table = Table(title="held-out pass@1 (arithmetic, 200 test tasks, greedy)")
+        table = Table(
+            title=f"held-out pass@1 (arithmetic, {cfg.eval.tasks} test tasks x {cfg.eval.samples} samples, T={cfg.eval.temperature:g})"
+        )
         table.add_column("stage")
         table.add_column("pass@1", justify="right")
         for label, key in (
