@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -169,13 +170,12 @@ def register(app: typer.Typer) -> None:
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
         leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
         try:
-            with TrainProgress(
-                cfg.rl.steps, cfg.sft.max_steps if (cfg.sft.data or cfg.sft.demos) else 0
-            ) as bar:
+            total_sft = cfg.sft.max_steps if (cfg.sft.data or cfg.sft.demos) else 0
+            with TrainProgress(cfg.rl.steps, total_sft) if leader else contextlib.nullcontext() as bar:
                 if scaled:
                     from verigym.scale.launch import run_scaled_train
 
-                    summary = run_scaled_train(cfg, resume=resume, progress=bar if leader else None)
+                    summary = run_scaled_train(cfg, resume=resume, progress=bar)
                 else:
                     summary = run_train(cfg, resume=resume, progress=bar)
         except (EnvError, SFTDataError, FileNotFoundError) as exc:
