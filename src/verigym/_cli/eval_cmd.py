@@ -138,6 +138,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
     from verigym._cli._eval_show import print_summary
     from verigym.eval.config import ConfigError
     from verigym.eval.run import EvalResult, evaluate
+    from verigym.eval.store import StoreError
     from verigym.runner import tuned_gc
     from verigym.types import Record
 
@@ -212,8 +213,10 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
     try:
         with tuned_gc():
             result = asyncio.run(main())
-    except ConfigError as exc:
+    except (ConfigError, StoreError) as exc:  # StoreError: a results file that is not ours, with its line
         fail(str(exc))
+    except OSError as exc:  # the output folder is unwritable, the disk is full...
+        fail(f"--out {out}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(
             f"[yellow]interrupted:[/] {stats['n']} new samples are saved in {out / 'results.jsonl'}; "
