@@ -47,6 +47,7 @@ _RENAME = (
         r"\\\1 ",
     ),
     (re.compile(r"\^\s*\(([^()]*)\)"), r"^{\1}"),
+    (re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![\w.])"), r"\1\\times 10^{\2}"),  # 2.5e-3
     (re.compile(r"\s*\\text\{\s*(?:for (?:all|every|any|each|some)|where|with)\b[^{}]*\}.*$"), ""),
     (re.compile(r"\s*,?\s*\\(?:forall|text\{\s*for all\s*\})\s*[a-z]\s*\\in\s*\\mathbb\{?\w\}?.*$"), ""),
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ"), r"^\\circ "),
