@@ -36,7 +36,11 @@ QUICKSTART = Path("runs/quickstart/checkpoint")
 CACHE = Path(".bench/test_time/model")
 
 
-def prepare_model(steps: int, level: int, init: str | None, threads: int) -> Path:
+def env_kwargs(level: int, digits: int | None) -> dict[str, Any]:
+    return {"level": level} if digits is None else {"level": level, "digits": digits}
+
+
+def prepare_model(steps: int, level: int, digits: int | None, init: str | None, threads: int) -> Path:
     """SFT a tiny model on verified arithmetic oracle demos; save it to ``CACHE`` with its recipe."""
     import torch
 
@@ -46,7 +50,7 @@ def prepare_model(steps: int, level: int, init: str | None, threads: int) -> Pat
     from verigym.train.sft import messages_row, oracle_demos, sft_train
 
     torch.set_num_threads(threads)
-    env = load_env("arithmetic", level=level)
+    env = load_env("arithmetic", **env_kwargs(level, digits))
     if init:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -71,6 +75,7 @@ def prepare_model(steps: int, level: int, init: str | None, threads: int) -> Pat
         "init": init or "fresh tiny (seed 0)",
         "demos": len(rows),
         "level": level,
+        "digits": digits,
         "steps": result["steps"],
         "batch_size": 32,
         "lr": 2e-3,
@@ -154,6 +159,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env", default="arithmetic")
     ap.add_argument("--level", type=int, default=1, help="arithmetic difficulty level")
+    ap.add_argument(
+        "--digits", type=int, default=None, help="arithmetic operand digits (overrides the level's)"
+    )
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--ns", default="1,4,16,64")
     ap.add_argument("--methods", default="majority,deepconf,deepconf-online,genselect,best-of-n")
@@ -175,7 +183,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     if args.prepare:
-        prepare_model(args.prepare, args.prepare_level, args.init, args.threads)
+        prepare_model(args.prepare, args.prepare_level, args.digits, args.init, args.threads)
     if args.model:
         model_dir, origin = Path(args.model), "given with --model"
     elif QUICKSTART.exists():
@@ -201,7 +209,7 @@ def main() -> None:
     from verigym.select.run import SelectConfig, measure
     from verigym.types import Sampling
 
-    env_args = {"level": args.level} if args.env == "arithmetic" else {}
+    env_args = env_kwargs(args.level, args.digits) if args.env == "arithmetic" else {}
     env = load_env(args.env, **env_args)
     tasks = env.tasks(args.tasks, seed=args.seed)
     policy = LocalPolicy.from_pretrained(model_dir, device="cpu")
@@ -213,7 +221,7 @@ def main() -> None:
     res = asyncio.run(
         run_experiment(
             env, policy, tasks, cfg, sampling=Sampling(temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed),
-            concurrency=4096, judge=policy, out=out, env_name=f"{args.env} (level {args.level})", model_name=str(model_dir),
+            concurrency=4096, judge=policy, out=out, env_name=f"{args.env} {env_args}", model_name=str(model_dir),
             extra_meta={"model_origin": origin},
         )
     )  # fmt: skip

@@ -66,3 +66,20 @@ async def test_experiment_writes_summary_and_report(tmp_path: Path) -> None:
     assert by["deepconf-online"][8]["tokens_per_task"] < by["majority"][8]["tokens_per_task"]
     assert any(c["verdict"] == "beats majority" for c in summary["vs_majority_at_equal_tokens"])
     assert "subsets" in summary["notes"]["subsampling"]
+
+
+async def test_best_of_n_with_a_grader_reaches_pass_at_n() -> None:
+    from verigym.envs.arithmetic import correct
+    from verigym.rubric import Grader
+    from verigym.select.run import measure, oracle_points
+
+    env = load_env("arithmetic", level=2)
+    tasks = env.tasks(4, seed=0)
+    cfg = SelectConfig(methods=["majority"], ns=[1, 4], draws=2)
+    res = await run_experiment(env, ConfidencePolicy(), tasks, cfg, sampling=Sampling(seed=2))
+    # the environment's own verifier as the best-of-N grader: an oracle, so it must equal pass@N
+    bon = SelectConfig(methods=["best-of-n"], ns=[1, 4], draws=2, grader=Grader(correct, name="correct"))
+    points = (await measure(res.pools, bon))["best-of-n"]
+    oracle = oracle_points(res.pools, [1, 4], 2, 0)
+    assert [p.accuracy for p in points] == [o["pass_at_n"] for o in oracle]
+    assert points[-1].selector_calls == 0 and points[-1].fallbacks == 0

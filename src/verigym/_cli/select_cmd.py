@@ -112,6 +112,25 @@ async def _check(policy: Any, flag: str) -> None:
         policy.model = models[0]
 
 
+def _grader(spec: str) -> Any:
+    import importlib
+
+    from verigym.rubric import Grader
+
+    module, _, attr = spec.rpartition(":")
+    if not module or not attr:
+        fail(f"--bon-grader {spec!r}: expected module:attr")
+    try:
+        target = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        fail(f"--bon-grader {spec!r}: cannot import it ({type(exc).__name__}: {exc})")
+    if isinstance(target, Grader):
+        return target
+    if callable(target):
+        return Grader(target, name=attr)
+    fail(f"--bon-grader {spec!r} is a {type(target).__name__}, not a Grader or a function")
+
+
 def _online_mode(policy: Any, remote: bool) -> str:
     if remote:
         return (
@@ -219,6 +238,12 @@ def register(app: typer.Typer) -> None:
         judge_max_tokens: int = typer.Option(
             256, "--judge-max-tokens", min=1, help="Max tokens of each selector/reward-model reply."
         ),
+        bon_grader: str | None = typer.Option(
+            None,
+            "--bon-grader",
+            help="best-of-n scores with this Grader (module:attr, a Grader or a (task, trajectory) function) "
+            "instead of a reward-model policy.",
+        ),
         success_threshold: float = typer.Option(
             1.0, "--success-threshold", help="A sample is correct when its reward is at least this."
         ),
@@ -247,7 +272,8 @@ def register(app: typer.Typer) -> None:
         policy, description, remote = _policy(model, base_url, api_key_env, concurrency, "--")
         judge = None
         judge_remote = False
-        if any(m in NEEDS_JUDGE for m in methods):
+        grader = _grader(bon_grader) if bon_grader else None
+        if any(m in NEEDS_JUDGE for m in methods) and not (methods == ["best-of-n"] and grader):
             if judge_model is None and judge_base_url is None:
                 judge, judge_remote = policy, False
             else:
@@ -270,6 +296,7 @@ def register(app: typer.Typer) -> None:
             genselect_window=genselect_window,
             judge_sampling=Sampling(temperature=0.0, max_tokens=judge_max_tokens, seed=seed),
             success_threshold=success_threshold,
+            grader=grader,
         )
         folder = out or Path(
             f"runs/select-{re.sub(r'[^A-Za-z0-9_.-]+', '_', env)[:40]}-{time.strftime('%Y%m%d-%H%M%S')}"

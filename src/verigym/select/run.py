@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from verigym.policies.base import Policy
+from verigym.rubric import Grader
 from verigym.select._common import Candidate, Selection, answer_key
 from verigym.select._confidence import TraceScore
-from verigym.select.best_of_n import select_best_of_n_reward_model
+from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
 from verigym.select.deepconf import select_deepconf, select_online
 from verigym.select.genselect import problem_text, select_genselect
 from verigym.select.majority import select_majority
@@ -65,6 +66,7 @@ class SelectConfig:
     genselect_window: int = 8
     judge_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=256))
     success_threshold: float = 1.0
+    grader: Grader | None = None  # best-of-n scores with this instead of a reward-model policy
 
 
 @dataclass
@@ -139,7 +141,7 @@ def build_pools(
                     top_logprobs=c.top_logprobs,
                     finished=c.finished and not errored,
                     correct=c.correct,
-                    meta={"sample_index": r.sample_index, "error": errored},
+                    meta={"sample_index": r.sample_index, "error": errored, "trajectory": r.trajectory},
                 )
             )
         pools.append(TaskPool(task=task, candidates=cands, errors=errors))
@@ -174,6 +176,10 @@ async def _select(
             cands, warmup=warm, eta=cfg.eta, window=cfg.window, fraction=cfg.fraction, k=cfg.k
         )
         return sel, float(sel.detail["tokens_used"])
+    if method == "best-of-n" and cfg.grader is not None:
+        trajectories = [c.meta["trajectory"] for c in cands]
+        sel = await select_best_of_n_grader(pool.task, cands, trajectories, cfg.grader, seed=seed)
+        return sel, generated
     if judge is None:
         raise ValueError(f"method {method!r} needs a selector policy")
     problem = problem_text(pool.task)
