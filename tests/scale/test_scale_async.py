@@ -121,3 +121,17 @@ def test_correction_caps_token_weights_and_masks_sequences() -> None:
 def test_staleness_histogram() -> None:
     m = staleness_metrics([0, 1, 1, 2])
     assert m["async/staleness/1"] == 2 and m["async/staleness_max"] == 2 and m["async/staleness_mean"] == 1.0
+
+
+def test_cli_rejects_a_negative_async_with_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from verigym.cli import app
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[rl]\nsteps = 1\n[scale]\nmask_threshold = 0.5\n")
+    bad = CliRunner().invoke(app, ["train", str(cfg)])
+    assert bad.exit_code == 2 and "mask_threshold" in bad.output and "Traceback" not in bad.output
+    cfg.write_text("[rl]\nsteps = 1\n")
+    neg = CliRunner().invoke(app, ["train", str(cfg), "--async", "-1"])
+    assert neg.exit_code == 2 and "--async" in neg.output and "Traceback" not in neg.output
