@@ -27,24 +27,24 @@ mode, restores the model's train/eval state, and builds a fresh KV cache, so not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from verigym.policies._chat import encode_chat, parse_tool_calls
 from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
+from verigym.policies._lora import AS_IS as _AS_IS
+from verigym.policies._lora import AdapterMixin
 from verigym.policies.base import PolicyError
 from verigym.types import Completion, Message, Sampling, Usage
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
-_AS_IS = "<model as it is>"  # adapter sentinel: leave the model's adapter state untouched
 _FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop": "early_stop"}
 
 
@@ -56,8 +56,16 @@ class _Queue:
     task: asyncio.Task[None] | None = None
 
 
-class LocalPolicy:
-    """A ``Policy`` backed by an in-process ``transformers`` model and tokenizer (see the module doc)."""
+class LocalPolicy(AdapterMixin):
+    """A ``Policy`` backed by an in-process ``transformers`` model and tokenizer (see the module doc).
+
+    ``max_batch_rows``: most sequences decoded in one pass. ``logprobs_mode``: ``"temperature"`` (default)
+    or ``"processed"`` (see the module doc). ``batch_wait_s``: how long the micro-batcher waits for more
+    calls before a pass (0: one event-loop turn). ``stop_token_ids``: ids that end a completion (default:
+    EOS; ``[]`` ignores EOS). ``fast_path``: use the lean Llama decoder where it applies (same numbers).
+    ``version`` is copied into every ``Completion.policy_version``; a trainer bumps it after each update.
+    ``passes`` counts generation passes (fewer than calls when micro-batching works).
+    """
 
     def __init__(
         self,
@@ -319,86 +327,6 @@ class LocalPolicy:
             self.completion(s, r, parse_tools=bool(tools), version=version)
             for s, r in zip(specs, results, strict=True)
         ]
-
-    # ---- LoRA adapters --------------------------------------------------------------------------
-
-    @property
-    def adapters(self) -> list[str]:
-        """Names of the loaded LoRA adapters."""
-        config = getattr(self.model, "peft_config", None)
-        return sorted(config) if isinstance(config, dict) and self._has_adapters() else []
-
-    @property
-    def active_adapter(self) -> str | None:
-        """The adapter named by ``set_adapter`` (None: the base model, or never set)."""
-        return None if self._adapter == _AS_IS else self._adapter
-
-    def load_adapter(self, path: str | Path, name: str) -> None:
-        """Load a peft LoRA adapter saved at ``path`` as ``name`` (replacing one of that name); the base
-        model is not reloaded. It is not activated: call ``set_adapter(name)`` (or name it per request)."""
-        if not Path(str(path)).exists():
-            raise PolicyError("adapter_not_found", f"no adapter directory at {str(path)!r}")
-        with self._lock:
-            if name in self.adapters:
-                self.unload_adapter(name, _keep_active=True)
-            if self._adapter == _AS_IS and not self._has_adapters():
-                self._adapter = None  # transformers activates a first adapter on load; keep the base model on
-            try:
-                self.model.load_adapter(str(path), adapter_name=name)
-            except Exception as exc:
-                raise PolicyError("bad_adapter", f"cannot load adapter {str(path)!r}: {exc}") from None
-
-    def set_adapter(self, name: str | None) -> None:
-        """Make ``name`` the adapter ``complete``/``generate`` use; None means the base model (adapters off).
-
-        Until it is called the model is used as it is, so a ``PeftModel`` a trainer passed in samples with
-        its active adapter."""
-        if name is not None and name not in self.adapters:
-            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
-        self._adapter = name
-
-    def unload_adapter(self, name: str, *, _keep_active: bool = False) -> None:
-        """Remove adapter ``name``; if it was active, the base model becomes active."""
-        if name not in self.adapters:
-            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
-        with self._lock:
-            self.model.delete_adapter(name)
-            if self._adapter == name and not _keep_active:
-                self._adapter = None
-
-    def _has_adapters(self) -> bool:
-        from peft import PeftModel
-
-        return isinstance(self.model, PeftModel) or bool(getattr(self.model, "_hf_peft_config_loaded", False))
-
-    @contextlib.contextmanager
-    def _adapter_active(self, name: str | None) -> Iterator[None]:
-        if name == _AS_IS:
-            yield
-            return
-        if not self._has_adapters():
-            if name is not None:
-                raise PolicyError("adapter_not_found", f"no adapter named {name!r} is loaded")
-            yield
-            return
-        from peft import PeftModel
-
-        if name is not None and name not in self.adapters:
-            raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
-        if isinstance(self.model, PeftModel):
-            if name is None:
-                with self.model.disable_adapter():
-                    yield
-                return
-            self.model.set_adapter(name)
-            yield
-            return
-        if name is None:
-            self.model.disable_adapters()
-        else:
-            self.model.enable_adapters()
-            self.model.set_adapter(name)
-        yield
 
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
