@@ -64,6 +64,8 @@ def parse(s: str) -> tuple[Value, ...]:
 
 def _parse_list(s: str) -> Value:
     s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
+    # "7 \text{ goats and } 4 \text{ toys}", "\text{line segment and circle}": "and" inside text lists.
+    s = re.sub(r"\\text\{([^{}]*?)\s+and\s+([^{}]*)\}", r"\\text{\1} and \\text{\2}", s)
     s = re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
     groups = [g for g in split_top(s, (";",)) if g]
     if len(groups) > 1 and any(len(split_top(g, (",",))) > 1 for g in groups):
