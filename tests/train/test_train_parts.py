@@ -162,3 +162,25 @@ def test_scheduler_warmup_and_cosine() -> None:
         sched.step()
     assert lrs[0] == pytest.approx(0.5) and lrs[1] == pytest.approx(1.0)
     assert lrs[6] == pytest.approx(0.5 * (1 + math.cos(math.pi * 4 / 8)))
+
+
+def test_packed_sft_forward_equals_unpacked() -> None:
+    from verigym.train._update import forward_logprobs
+    from verigym.train.samples import collate
+    from verigym.train.sft import pack, packed_logprobs
+
+    model, _tok = _tiny()
+    rows = [
+        Row(ids=[5, 17, 11, 82, 17, 11, 90, 2, 6, 11, 14, 2], mask=[0] * 9 + [1] * 3, logprobs=None),
+        Row(ids=[5, 12, 82, 13, 90, 2, 6, 15, 2], mask=[0] * 7 + [1] * 2, logprobs=None),
+        Row(ids=[5, 19, 82, 19, 90, 2, 6, 11, 18, 2], mask=[0] * 7 + [1] * 3, logprobs=None),
+    ]
+    assert [len(b) for b in pack(rows, 24)] == [2, 1]
+    with torch.no_grad():
+        logp, mask = packed_logprobs(model, rows, 0, 24, "cpu")
+        packed = float((logp * mask).sum())
+        batch = collate(rows, 0)
+        ref, _ = forward_logprobs(model, batch, 1.0)
+        unpacked = float((ref * batch.mask).sum())
+    assert float(mask.sum()) == 8.0
+    assert packed == pytest.approx(unpacked, abs=1e-4)

@@ -108,7 +108,8 @@ class SFTConfig(_Strict):
     lr_schedule: Literal["constant", "linear", "cosine"] = "cosine"
     warmup_steps: Annotated[int, Field(ge=0)] = 0
     weight_decay: float = 0.0
-    packing: bool = False
+    packing: bool = False  # several rows per sequence, block-diagonal attention
+    pack_length: Annotated[int, Field(gt=0)] = 512
     eval_every: Annotated[int, Field(ge=0)] = 0
     target_pass_at_1: float | None = None  # stop once a held-out eval reaches this (light SFT)
 

@@ -5,7 +5,8 @@ so keep it light (stop at a partial accuracy with ``target_pass_at_1``) and the 
 diverse. Data: the ``results.jsonl`` of an eval (exact token ids are used when the policy
 returned them; errored or failed samples are skipped), a JSONL of ``{"messages": [...]}`` (and
 optional ``"tools"``), or demonstrations from an environment's oracle, verified by its rubric.
-The loss is the token-mean NLL over assistant tokens only (the loss mask).
+The loss is the token-mean NLL over assistant tokens only (the loss mask). With ``packing`` several
+rows share a sequence, separated by a block-diagonal attention mask (no cross-contamination).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from verigym.train.config import SFTConfig
 from verigym.train.samples import NotTrainable, Row, collate, trajectory_sequences
 from verigym.types import Message, Record, Sampling
 
-__all__ = ["SFTDataError", "load_sft_rows", "messages_row", "oracle_demos", "sft_train"]
+__all__ = [
+    "SFTDataError",
+    "load_sft_rows",
+    "messages_row",
+    "oracle_demos",
+    "pack",
+    "packed_logprobs",
+    "sft_train",
+]
 
 
 class SFTDataError(ValueError):
@@ -177,11 +186,72 @@ def _sft_step(
     size = math.ceil(len(rows) / cfg.grad_accum)
     value = 0.0
     for i in range(0, len(rows), size):
-        batch = collate(rows[i : i + size], pad).to(device)
-        logp, _ = forward_logprobs(model, batch, 1.0)
-        loss = -(logp * batch.mask).sum() / max(total_tokens, 1.0)
+        part = rows[i : i + size]
+        if cfg.packing:
+            logp, mask = packed_logprobs(model, part, pad, cfg.pack_length, device)
+        else:
+            batch = collate(part, pad).to(device)
+            logp, _ = forward_logprobs(model, batch, 1.0)
+            mask = batch.mask
+        loss = -(logp * mask).sum() / max(total_tokens, 1.0)
         loss.backward()  # type: ignore[no-untyped-call]
         value += float(loss.detach())
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return value
+
+
+def pack(rows: Sequence[Row], length: int) -> list[list[Row]]:
+    """First-fit-decreasing bins of rows whose total length is ≤ ``length`` (a longer row gets its own)."""
+    bins: list[list[Row]] = []
+    sizes: list[int] = []
+    for r in sorted(rows, key=lambda r: -len(r.ids)):
+        for j, used in enumerate(sizes):
+            if used + len(r.ids) <= length:
+                bins[j].append(r)
+                sizes[j] += len(r.ids)
+                break
+        else:
+            bins.append([r])
+            sizes.append(len(r.ids))
+    return bins
+
+
+def packed_logprobs(
+    model: Any, rows: Sequence[Row], pad: int, length: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token logprobs and loss mask (B, T−1) of rows packed several to a sequence.
+
+    Each row keeps its own positions (restarting at 0) and attends only to itself through a
+    block-diagonal causal 4D mask, so the result equals the unpacked forward, with less padding.
+    """
+    from verigym.train.losses import token_logprobs
+
+    bins = pack(rows, length)
+    width = max(sum(len(r.ids) for r in b) for b in bins)
+    n = len(bins)
+    ids = torch.full((n, width), pad, dtype=torch.long)
+    pos = torch.zeros((n, width), dtype=torch.long)
+    seg = torch.full((n, width), -1, dtype=torch.long)
+    lmask = torch.zeros((n, width), dtype=torch.float32)
+    for i, b in enumerate(bins):
+        at = 0
+        for k, r in enumerate(b):
+            span = slice(at, at + len(r.ids))
+            ids[i, span] = torch.tensor(r.ids)
+            pos[i, span] = torch.arange(len(r.ids))
+            seg[i, span] = k
+            lmask[i, span] = torch.tensor(r.mask, dtype=torch.float32)
+            at += len(r.ids)
+    causal = torch.tril(torch.ones(width, width, dtype=torch.bool))
+    attend = (seg[:, :, None] == seg[:, None, :]) & causal
+    attend |= torch.eye(width, dtype=torch.bool)  # padding attends to itself (no empty softmax rows)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=attend[:, None].to(device),
+        position_ids=pos.to(device),
+        use_cache=False,
+    )
+    logp = token_logprobs(out.logits[:, :-1], ids[:, 1:].to(device))
+    same = (seg[:, 1:] == seg[:, :-1]) & (seg[:, 1:] >= 0)
+    return logp, (lmask[:, 1:] * same).to(device)
