@@ -150,13 +150,15 @@ async def run_rollouts(
     on_record: Callable[[Record], None] | None = None,
     env_name: str,
     model_name: str,
+    keep_records: bool = True,
 ) -> list[Record]:
     """Run and score ``samples_per_task`` samples of each task, at most ``concurrency`` at a time.
 
     ``skip`` holds ``(task_id, sample_index)`` pairs already done (a resumed run). ``on_record``
     is called with each record as soon as it is scored — per sample when the rubric has no group
-    graders, per task otherwise. Returns the records in task order, then sample order. If
-    ``on_record`` raises, or the caller is cancelled, every running rollout is cancelled.
+    graders, per task otherwise. Returns the records in task order, then sample order (nothing
+    when ``keep_records`` is False: a caller that streams them to disk need not hold them all).
+    If ``on_record`` raises, or the caller is cancelled, every running rollout is cancelled.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -186,7 +188,8 @@ async def run_rollouts(
             wall_s=time.perf_counter() - t0,
             error=record_error(trajectory, score),
         )
-        done.append((pos, trajectory.sample_index, record))
+        if keep_records:
+            done.append((pos, trajectory.sample_index, record))
         if on_record is not None:
             on_record(record)
 

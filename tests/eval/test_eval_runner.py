@@ -231,3 +231,12 @@ def test_tuned_gc_is_restored() -> None:
     with tuned_gc(young=12_345):
         assert gc.get_threshold()[0] == 12_345 and gc.get_freeze_count() > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+async def test_records_can_be_streamed_without_keeping_them() -> None:
+    env, seen = AddEnv(), []
+    out = await run_rollouts(
+        env, CountingPolicy(), env.tasks(3), samples_per_task=2, sampling=Sampling(), concurrency=2,
+        on_record=seen.append, env_name="e", model_name="m", keep_records=False,
+    )  # fmt: skip
+    assert out == [] and len(seen) == 6

@@ -129,6 +129,7 @@ async def evaluate(
             on_record=record,
             env_name=config.env,
             model_name=name,
+            keep_records=False,  # they are on disk; the summary is recomputed from the file
         )
         written = writer.written
     summary, records = finish(out, config, tasks, wall_s=time.perf_counter() - start)
