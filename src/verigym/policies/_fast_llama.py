@@ -103,6 +103,9 @@ class FastLlama:
             own = torch.zeros(steps, end, dtype=torch.bool, device=ids.device)
             own[torch.arange(steps), torch.arange(start, end)] = True  # pad queries see themselves: no NaN
             allowed = (allowed & causal) | own
+        bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device).masked_fill_(
+            ~allowed, float("-inf")
+        )
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         gqa = self.kv_heads != self.heads
         for i, layer in enumerate(inner.layers):
@@ -118,7 +121,7 @@ class FastLlama:
                 q,
                 self.k[i][:, :, :end],
                 self.v[i][:, :, :end],
-                attn_mask=allowed,
+                attn_mask=bias,
                 scale=attn.scaling,
                 enable_gqa=gqa,
             )
