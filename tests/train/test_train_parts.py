@@ -184,3 +184,73 @@ def test_packed_sft_forward_equals_unpacked() -> None:
         unpacked = float((ref * batch.mask).sum())
     assert float(mask.sum()) == 8.0
     assert packed == pytest.approx(unpacked, abs=1e-4)
+
+
+def test_env_mix_follows_weight_schedule_and_difficulty_filter() -> None:
+    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.policies.scripted import ScriptedPolicy
+    from verigym.train._produce import EnvSlot, Producer
+    from verigym.train.sampling import DifficultyTracker
+
+    a, b = ArithmeticEnv(level=1, size=50), ArithmeticEnv(level=2, size=50)
+    cfg = build_config({"rl": {"groups_per_step": 8}})
+    tracker = DifficultyTracker(low=0.1, high=0.9)
+    slots = [
+        EnvSlot("a", a, 1.0, a.tasks(None, split="train")),
+        EnvSlot("b", b, [(0, 1.0), (10, 0.0)], b.tasks(None, split="train")),  # phased out by step 10
+    ]
+    producer = Producer(slots, ScriptedPolicy(lambda m: "0"), cfg, tracker)
+    early = [s.name for s, _ in producer._pick(0, 0, 8, set())]
+    late = [s.name for s, _ in producer._pick(20, 0, 8, set())]
+    assert "b" in early and set(late) == {"a"}
+    assert producer._pick(3, 0, 8, set()) == producer._pick(3, 0, 8, set())  # seeded by (seed, step, round)
+    solved = slots[0].tasks[0].id
+    tracker.record(f"a/{solved}", 1.0)
+    picks = [t.id for s, t in producer._pick(1, 0, 40, set()) if s.name == "a"]
+    assert solved not in picks  # always-solved tasks are filtered out
+
+
+def test_errored_samples_are_dropped_not_zeroed_and_flat_groups_are_dropped() -> None:
+    import asyncio
+
+    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.policies.local import LocalPolicy
+    from verigym.rubric import Grader, Rubric
+    from verigym.train._produce import EnvSlot, Producer
+    from verigym.train.sampling import DifficultyTracker
+
+    def flaky(task: object, traj: Trajectory) -> float:
+        if len(traj.completions[0].completion_token_ids or ()) % 2:
+            raise RuntimeError("grader crashed")
+        return float(len(traj.final_text) > 1)
+
+    env = ArithmeticEnv(level=1, size=20)
+    env.rubric = Rubric([Grader(flaky, name="flaky")])
+    model, tok = _tiny()
+    cfg = build_config({"rl": {"groups_per_step": 4, "group_size": 6}, "sampling": {"max_tokens": 5}})
+    producer = Producer(
+        [EnvSlot("e", env, 1.0, env.tasks(None, split="train"))],
+        LocalPolicy(model, tok),
+        cfg,
+        DifficultyTracker(),
+    )
+    batch = asyncio.run(producer.produce(0))
+    kept = [s for g in batch.groups for s in g.samples]
+    assert batch.stats["samples_errored"] > 0
+    assert all(s.scored.score.error is None and s.scored.score.reward is not None for s in kept)
+    assert any(len(g.samples) < 6 for g in batch.groups)  # groups shrink; the errored ones are gone
+
+    env.rubric = Rubric([Grader(lambda t, tr: 1.0, name="const")])
+    flat = build_config({"rl": {"preset": "dapo", "groups_per_step": 3, "group_size": 4, "max_rounds": 2}})
+    producer = Producer(
+        [EnvSlot("e", env, 1.0, env.tasks(None, split="train"))],
+        LocalPolicy(model, tok),
+        flat,
+        DifficultyTracker(),
+    )
+    batch = asyncio.run(producer.produce(0))
+    assert (
+        batch.groups == []
+        and batch.stats["frac_groups_zero_var"] == 1.0
+        and batch.stats["sampling_rounds"] == 2
+    )
