@@ -14,24 +14,12 @@ import sympy
 
 from verigym.graders._math_compare import equal
 from verigym.graders._math_extract import NUMBER_RE, extract, in_question
+from verigym.graders._math_mode import parse_mode
 from verigym.graders._math_norm import clean, repair, split_decor
 from verigym.graders._math_parse import parse
 from verigym.graders._math_values import Group, ParseError, Scalar, Text, Value
 
-__all__ = ["MODES", "check", "parse_mode"]
-
-MODES = ("equivalent", "simplest_form", "exact_decimal", "with_units")
-
-
-def parse_mode(mode: str) -> tuple[str, int | None]:
-    """``"exact_decimal:2"`` / ``"exact_decimal(2)"`` -> ("exact_decimal", 2); validates the name."""
-    m = re.fullmatch(r"\s*([a-z_]+)\s*(?:[:(]\s*(\d+)\s*\)?)?\s*", mode or "equivalent")
-    if not m or m.group(1) not in MODES:
-        raise ValueError(f"unknown math mode {mode!r}; expected one of {', '.join(MODES)} (exact_decimal:N)")
-    places = int(m.group(2)) if m.group(2) else None
-    if m.group(1) == "exact_decimal" and places is None:
-        raise ValueError("mode exact_decimal needs a number of places, e.g. 'exact_decimal:2'")
-    return m.group(1), places
+__all__ = ["check"]
 
 
 def check(

@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verigym.graders._math_check import parse_mode
 from verigym.graders._math_extract import extract, strip_math_delims
+from verigym.graders._math_mode import parse_mode
 from verigym.graders._math_norm import repair
 from verigym.graders._math_worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
