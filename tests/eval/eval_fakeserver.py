@@ -43,8 +43,10 @@ class FakeServer:
         slow_s: float = 1.5,
         retry_after: str = "0.3",
         delay_s: float = 0.0,
+        api_key: str | None = None,
     ) -> None:
         self.plan = plan
+        self.api_key = api_key  # when set, requests without "Bearer <api_key>" get 401
         self.vllm = vllm  # answer return_token_ids like vLLM
         self.strict = strict  # reject unknown fields like api.openai.com
         self.slow_s = slow_s
@@ -90,10 +92,19 @@ class FakeServer:
         loop.run_until_complete(runner.cleanup())
         loop.close()
 
+    def _denied(self, request: web.Request) -> web.Response | None:
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _error(401, "Incorrect API key provided")
+        return None
+
     async def _models(self, request: web.Request) -> web.Response:
+        if denied := self._denied(request):
+            return denied
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     async def _chat(self, request: web.Request) -> web.Response:
+        if denied := self._denied(request):
+            return denied
         body = await request.json()
         self.requests.append(body)
         self.in_flight += 1

@@ -264,3 +264,29 @@ def test_no_base_url_uses_the_embedded_default_policy(tmp_path: Path) -> None:
         "arithmetic", "-n", "1", "--model", str(tmp_path / "no-model-here"), "--out", str(tmp_path / "e")
     )
     assert code == 2 and "cannot load the local model" in out
+
+
+def test_api_key_is_sent_and_a_rejected_key_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERIGYM_TEST_KEY", "secret")
+    monkeypatch.setenv("VERIGYM_TEST_BAD_KEY", "wrong")
+    with FakeServer(api_key="secret") as srv:
+        code, out = cli(
+            ENV,
+            "--base-url",
+            srv.url,
+            "--api-key-env",
+            "VERIGYM_TEST_KEY",
+            "-n",
+            "2",
+            "--out",
+            str(tmp_path / "k"),
+        )
+        assert code == 0, out
+        code, out = cli(
+            ENV, "--base-url", srv.url, "--api-key-env", "VERIGYM_TEST_BAD_KEY", "--out", str(tmp_path / "b")
+        )
+    assert (
+        code == 2 and "HTTP 401" in out and "Incorrect API key" in out and len(out.strip().splitlines()) == 1
+    )
