@@ -39,6 +39,15 @@ def test_rates_and_misses(tmp_path: Path) -> None:
     assert out["checks_per_s"] > 0
 
 
+def test_parallel_jobs_keep_line_order(tmp_path: Path) -> None:
+    serial = run_bench("math", _suite(tmp_path, LINES))
+    parallel = run_bench("math", _suite(tmp_path, LINES), jobs=3)
+    assert [o.id for o in parallel.outcomes] == [o.id for o in serial.outcomes]
+    assert parallel.to_json()["misses"] == serial.to_json()["misses"] == ["f"]
+    with pytest.raises(BenchError, match="jobs"):
+        run_bench("math", _suite(tmp_path, LINES), jobs=0)
+
+
 def test_errors_count_against_the_grader(tmp_path: Path) -> None:
     fam = load_family("math")
     boom = type(fam)("boom", lambda line: (_ for _ in ()).throw(RuntimeError("sandbox down")), ())

@@ -52,6 +52,12 @@ def verifier_bench(
         ),
     ] = None,
     show: Annotated[int, typer.Option("--show", help="How many misses to list (0: none).", min=0)] = 50,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs", "-j", help="Lines checked at once (checks/s is then parallel throughput).", min=1
+        ),
+    ] = 1,
 ) -> None:
     """Measure a grader family on a labeled suite: FP rate, FN rate, accuracy, errors, checks/s."""
     from verigym.graders.bench import BenchError, load_family, run_bench
@@ -63,7 +69,7 @@ def verifier_bench(
 
             parse_mode(mode)
         if as_json:
-            result = run_bench(family, suite, mode=mode)
+            result = run_bench(family, suite, mode=mode, jobs=jobs)
         else:
             with Progress(
                 TextColumn(f"[bold]{grader}[/] on {suite.name}"),
@@ -75,7 +81,11 @@ def verifier_bench(
             ) as bar:
                 task = bar.add_task("checks", total=None)
                 result = run_bench(
-                    family, suite, mode=mode, progress=lambda d, t: bar.update(task, completed=d, total=t)
+                    family,
+                    suite,
+                    mode=mode,
+                    jobs=jobs,
+                    progress=lambda d, t: bar.update(task, completed=d, total=t),
                 )
     except (BenchError, ValueError) as exc:
         fail(str(exc))
