@@ -232,6 +232,14 @@ class RLTrainer:
             )
             self.policy.version += 1
         completion_tokens = sum(s.length for g in batch.groups for s in g.samples)
+        versions = [
+            c.policy_version
+            for g in batch.groups
+            for s in g.samples
+            for c in s.scored.trajectory.completions
+            if c.policy_version is not None
+        ]
+        metrics["staleness"] = float(metrics["policy_version"] - min(versions)) if versions else 0.0
         metrics["update_time_s"] = time.perf_counter() - t0
         metrics["step_time_s"] = metrics["update_time_s"] + float(batch.stats.get("gen_time_s", 0.0))
         metrics["tokens_per_s"] = completion_tokens / max(metrics["step_time_s"], 1e-9)
