@@ -1,9 +1,9 @@
 """``verigym quickstart``: the whole recipe offline on a laptop CPU in a few minutes.
 
 Build the ``tiny`` model (random weights), SFT it *lightly* on a few hundred oracle demonstrations
-of the arithmetic environment (three one-digit terms) that its rubric verified (stopping at partial accuracy so RL has room),
-evaluate, run GRPO with the DAPO preset on the same environment, evaluate again on held-out
-tasks, and write ``summary.json``, ``report.html`` and the checkpoint where ``verigym eval`` finds
+of the arithmetic environment (2-digit addition) that its rubric verified, stopping once held-out
+greedy pass@1 reaches ~0.35 so RL has room; run GRPO with the DAPO preset on the same environment,
+evaluate again on held-out tasks, and write ``summary.json``, ``report.html`` and the checkpoint where ``verigym eval`` finds
 it (``runs/quickstart/checkpoint``).
 """
 

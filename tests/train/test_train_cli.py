@@ -1,0 +1,68 @@
+"""``verigym train`` / ``verigym sft`` end to end on a tiny budget, and their one-line config errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+from verigym.cli import app
+
+torch.set_num_threads(1)
+
+CONFIG = """
+seed = 1
+out_dir = "{out}"
+
+[[envs]]
+name = "arithmetic"
+args = {{ level = 1, size = 50 }}
+
+[sampling]
+max_tokens = 5
+
+[sft]
+demos = 16
+max_steps = 2
+batch_size = 8
+
+[rl]
+preset = "{preset}"
+steps = 2
+groups_per_step = 2
+group_size = 4
+
+[eval]
+tasks = 4
+"""
+
+
+def test_train_cli_runs_sft_then_rl_and_writes_the_run(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG.format(out=tmp_path / "run", preset="gspo"))
+    result = CliRunner().invoke(app, ["train", str(cfg), "--set", "rl.lr=5e-4", "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["sft_steps"] == 2 and "pass_at_1_after_rl" in summary
+    assert (run / "checkpoint" / "config.json").is_file() and (run / "report.html").is_file()
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["rl"]["lr"] == 5e-4 and saved["rl"]["loss"] == "gspo"
+    phases = [json.loads(line)["phase"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert phases == ["sft", "sft", "rl", "rl"]
+
+    sft = CliRunner().invoke(app, ["sft", str(cfg), "--out", str(tmp_path / "sft_run"), "--threads", "1"])
+    assert sft.exit_code == 0, sft.output
+    assert (tmp_path / "sft_run" / "sft" / "config.json").is_file()
+
+
+def test_train_cli_config_errors_are_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[rl]\npreset = "dapo"\nclip_higher = 0.3\n')
+    result = CliRunner().invoke(app, ["train", str(cfg)])
+    assert result.exit_code == 2
+    assert "rl.clip_higher: unknown key" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["train", str(cfg), "--preset", "nope"])
+    assert result.exit_code == 2 and "unknown preset" in result.output
