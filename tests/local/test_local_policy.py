@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -223,3 +224,20 @@ def test_a_trainers_peft_model_samples_with_its_own_lora(tiny_dir: Path) -> None
     with model.disable_adapter():
         off = teacher_forced(model, c)
     assert max(abs(a - b) for a, b in zip(off, c.logprobs or (), strict=True)) > 1e-3
+
+
+async def test_complete_returns_parsed_tool_calls(tool_model_dir: Path, tool_case: dict[str, Any]) -> None:
+    policy = LocalPolicy.from_pretrained(tool_model_dir, device="cpu")
+    messages = [Message(role="user", content=m["content"]) for m in tool_case["messages"]]
+    c = await policy.complete(
+        messages, tools=tool_case["tools"], sampling=Sampling(temperature=0.0, max_tokens=80)
+    )
+    assert c.finish_reason == "tool_calls" and c.text == "ok"
+    assert [(t.name, t.parsed_arguments()) for t in c.tool_calls] == [("add", {"a": 1})]
+    # the completion's ids are exactly the reply + EOS, and the message renders back to the same markup
+    reply = policy.tokenizer(tool_case["reply"], add_special_tokens=False)["input_ids"]
+    assert list(c.completion_token_ids or ()) == [*reply, policy.tokenizer.eos_token_id]
+    rendered = policy.tokenizer.apply_chat_template([c.as_message().to_openai()], tokenize=False)
+    assert tool_case["reply"] in rendered
+    without = await policy.complete(messages, sampling=Sampling(temperature=0.0, max_tokens=80))
+    assert without.tool_calls == ()  # no tools offered: nothing is parsed

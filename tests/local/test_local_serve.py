@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -179,10 +180,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path) -> None:
+def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path, adapter_dir: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "verigym", "serve", str(tiny_dir), "--port", str(port), "--name", "m"],
+        [
+            sys.executable,
+            "-m",
+            "verigym",
+            "serve",
+            str(tiny_dir),
+            "--port",
+            str(port),
+            "--name",
+            "m",
+            "--lora",
+            f"ft={adapter_dir}",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "COLUMNS": "200"},
@@ -201,6 +214,7 @@ def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path) -> None:
         r = c.chat.completions.create(model="m", messages=USER, max_tokens=5, logprobs=True)  # type: ignore[arg-type]
         assert len((r.choices[0].model_extra or {})["token_ids"]) == r.usage.completion_tokens  # type: ignore[union-attr]
         assert r.choices[0].logprobs is not None
+        assert {m.id for m in c.models.list().data} == {"m", "ft"}
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -215,3 +229,29 @@ def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path) -> None:
             timeout=120,
         )
     assert busy.returncode == 2 and f"--port {taken}" in busy.stderr + busy.stdout
+
+
+def test_tool_calls_are_parsed_in_responses_and_streams(
+    tool_model_dir: Path, tool_case: dict[str, Any]
+) -> None:
+    TOOL_PROMPT, TOOLS = tool_case["messages"], tool_case["tools"]
+    with RunningServer(LocalPolicy.from_pretrained(tool_model_dir, device="cpu"), name="t") as srv:
+        client = openai.OpenAI(base_url=srv.url, api_key="none", max_retries=0)
+        args = {"model": "t", "messages": TOOL_PROMPT, "tools": TOOLS, "temperature": 0.0, "max_tokens": 80}
+        r = client.chat.completions.create(**args)  # type: ignore[call-overload]
+        choice = r.choices[0]
+        assert choice.finish_reason == "tool_calls", (choice, r.model_extra)
+        assert choice.message.content == "ok"
+        call = choice.message.tool_calls[0]
+        assert (
+            call.function.name == "add"
+            and call.function.arguments == '{"a": 1}'
+            and call.id.startswith("call_")
+        )
+        chunks = list(client.chat.completions.create(stream=True, **args))  # type: ignore[call-overload]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        calls = [t for c in chunks if c.choices for t in (c.choices[0].delta.tool_calls or [])]
+        assert text == "ok" and [t.function.name for t in calls] == ["add"]
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+        plain = client.chat.completions.create(**{**args, "tools": None, "messages": TOOL_PROMPT})  # type: ignore[call-overload]
+        assert plain.choices[0].message.tool_calls is None
