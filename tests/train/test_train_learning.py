@@ -47,6 +47,7 @@ def test_grpo_lifts_held_out_pass_at_1_and_shuffled_rewards_do_not(tmp_path: Pat
     after_shuffled = control.evaluate()["eval/pass_at_1"]
 
     msg = f"pass@1 after SFT {after_sft:.3f}, after GRPO {after_rl:.3f}, with shuffled rewards {after_shuffled:.3f}"
+    print(msg)  # shown with pytest -s
     assert after_rl >= after_sft + 0.05, msg
     assert after_shuffled <= after_sft + 0.01, msg
     assert all(h["logprob_diff"] < 1e-3 for h in real.history), (

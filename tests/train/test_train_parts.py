@@ -254,3 +254,35 @@ def test_errored_samples_are_dropped_not_zeroed_and_flat_groups_are_dropped() ->
         and batch.stats["frac_groups_zero_var"] == 1.0
         and batch.stats["sampling_rounds"] == 2
     )
+
+
+def test_sft_rows_from_results_jsonl_and_messages_jsonl(tmp_path: Path) -> None:
+    import json
+
+    from verigym.train.sft import SFTDataError, load_sft_rows, messages_row
+    from verigym.types import Record, Sampling, Score
+
+    _model, tok = _tiny()
+    good = _traj(_completion([5, 17, 90, 2, 6], [11, 2], [-0.1, -0.2]))
+    bad = _traj(_completion([5, 17, 90, 2, 6], [12, 2]))
+
+    def record(traj: Trajectory, reward: float) -> str:
+        return Record(
+            env="e", model="m", task_id="t", sample_index=0, sampling=Sampling(), trajectory=traj,
+            score=Score(reward=reward), usage=traj.usage, wall_s=0.0,
+        ).model_dump_json()  # fmt: skip
+
+    results = tmp_path / "results.jsonl"
+    results.write_text(record(good, 1.0) + "\n" + record(bad, 0.0) + "\n")
+    (row,) = load_sft_rows(results, tok)  # the failed sample is skipped; exact token ids are kept
+    assert row.ids == [5, 17, 90, 2, 6, 11, 2] and row.mask == [0, 0, 0, 0, 0, 1, 1] and row.logprobs is None
+
+    msgs = [Message(role="user", content="7+1="), Message(role="assistant", content="8")]
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps({"messages": [m.model_dump() for m in msgs]}) + "\n")
+    (row,) = load_sft_rows(data, tok)
+    assert row == messages_row(tok, msgs)
+    assert tok.decode([i for i, m in zip(row.ids, row.mask, strict=True) if m]) == "8<|end|>"
+    data.write_text('{"text": "no"}\n')
+    with pytest.raises(SFTDataError, match=r"sft\.jsonl:1: expected a results record"):
+        load_sft_rows(data, tok)
