@@ -255,3 +255,20 @@ def test_tool_calls_are_parsed_in_responses_and_streams(
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
         plain = client.chat.completions.create(**{**args, "tools": None, "messages": TOOL_PROMPT})  # type: ignore[call-overload]
         assert plain.choices[0].message.tool_calls is None
+
+
+async def test_openai_policy_gets_the_same_ids_and_logprobs_as_in_process(
+    server: tuple[RunningServer, LocalPolicy],
+) -> None:
+    from verigym.policies.openai import OpenAIPolicy
+
+    srv, policy = server
+    remote = OpenAIPolicy("tiny", [srv.url], api_key="none")
+    prompt = [Message(role="user", content="7+8=")]
+    got = await remote.complete(
+        prompt, sampling=Sampling(max_tokens=10, seed=11, logprobs=True, top_logprobs=2)
+    )
+    want = policy.generate([prompt], Sampling(max_tokens=10), seeds=[11])[0]
+    assert got.token_ids_exact and got.completion_token_ids == want.completion_token_ids
+    assert got.prompt_token_ids == want.prompt_token_ids and got.text == want.text
+    assert max(abs(a - b) for a, b in zip(got.logprobs or (), want.logprobs or (), strict=True)) < 1e-6
