@@ -57,6 +57,8 @@ def _fused(model: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    if x.dtype == torch.float32:  # the fused kernel; same arithmetic as LlamaRMSNorm in float32
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
     h = x.to(torch.float32)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
@@ -106,17 +108,17 @@ class FastLlama:
         bias = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device).masked_fill_(
             ~allowed, float("-inf")
         )
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        q_size = self.heads * self.head_dim
         gqa = self.kv_heads != self.heads
         for i, layer in enumerate(inner.layers):
             w_qkv, w_gu = self.fused[i]
             attn = layer.self_attn
             h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
-            q, k, v = F.linear(h, w_qkv).split((q_size, kv_size, kv_size), dim=-1)
-            q = _rotate(q.view(batch, steps, self.heads, self.head_dim).transpose(1, 2), cos, sin)
-            k = _rotate(k.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2), cos, sin)
-            self.k[i][:, :, start:end] = k
-            self.v[i][:, :, start:end] = v.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
+            qkv = F.linear(h, w_qkv).view(batch, steps, self.heads + 2 * self.kv_heads, self.head_dim)
+            qk = _rotate(qkv[:, :, : self.heads + self.kv_heads].transpose(1, 2), cos, sin)
+            q = qk[:, : self.heads]
+            self.k[i][:, :, start:end] = qk[:, self.heads :]
+            self.v[i][:, :, start:end] = qkv[:, :, self.heads + self.kv_heads :].transpose(1, 2)
             out = F.scaled_dot_product_attention(
                 q,
                 self.k[i][:, :, :end],
