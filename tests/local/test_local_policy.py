@@ -241,3 +241,12 @@ async def test_complete_returns_parsed_tool_calls(tool_model_dir: Path, tool_cas
     assert tool_case["reply"] in rendered
     without = await policy.complete(messages, sampling=Sampling(temperature=0.0, max_tokens=80))
     assert without.tool_calls == ()  # no tools offered: nothing is parsed
+
+
+def test_fast_path_handles_grouped_query_attention() -> None:
+    tok = tiny.build_tokenizer()
+    model = tiny.build_model("tiny", tok, seed=3, num_key_value_heads=2)
+    sampling = Sampling(max_tokens=12)
+    a = LocalPolicy(model, tok, fast_path=False).generate(PROMPTS, sampling, seeds=list(range(6)))
+    b = LocalPolicy(model, tok).generate(PROMPTS, sampling, seeds=list(range(6)))
+    assert _close(a, b, 1e-5)

@@ -129,16 +129,16 @@ def build_model(
     if size not in SIZES:
         raise ValueError(f"unknown model size {size!r}; expected one of {', '.join(SIZES)}")
     tok = tokenizer if tokenizer is not None else build_tokenizer()
-    shape = dict(SIZES[size])
+    shape: dict[str, Any] = {**SIZES[size], **overrides}
+    shape.setdefault("num_key_value_heads", shape["num_attention_heads"])
     config = LlamaConfig(
         vocab_size=len(tok),
-        num_key_value_heads=shape["num_attention_heads"],
         max_position_embeddings=2048,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=False,
-        **{**shape, **overrides},
+        **shape,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
