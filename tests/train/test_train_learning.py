@@ -19,7 +19,7 @@ from verigym.train.sft import sft_train
 
 torch.set_num_threads(1)
 
-RL_STEPS = 12
+RL_STEPS = 20
 
 
 @pytest.mark.slow
@@ -48,7 +48,7 @@ def test_grpo_lifts_held_out_pass_at_1_and_shuffled_rewards_do_not(tmp_path: Pat
 
     msg = f"pass@1 after SFT {after_sft:.3f}, after GRPO {after_rl:.3f}, with shuffled rewards {after_shuffled:.3f}"
     print(msg)  # shown with pytest -s
-    assert after_rl >= after_sft + 0.05, msg
+    assert after_rl >= after_sft + 0.07, msg
     assert after_shuffled <= after_sft + 0.01, msg
     assert all(h["logprob_diff"] < 1e-3 for h in real.history), (
         "on-policy: sampling and training logprobs agree"
