@@ -1,1 +1,29 @@
-"""verigym.train."""
+"""Training: a light SFT warm-up, then RL with the GRPO family and the seed lectures' recipes.
+
+- ``config``: the TOML config, presets (grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo).
+- ``advantages`` / ``losses`` / ``sampling``: the pure numerics (advantage estimators, policy losses and
+  aggregations, KL, entropy control, Clip-Cov/KL-Cov, dynamic sampling, shaping).
+- ``samples``: token ids + loss mask + sampling logprobs of a trajectory (token in, token out).
+- ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
+- ``checkpoint`` (exact resume), ``monitor`` (metrics.jsonl, entropy-law fit), ``report`` (report.html).
+- ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``.
+"""
+
+from verigym.train.config import PRESETS, TrainConfig, build_config, load_config
+from verigym.train.pipeline import run_sft, run_train
+from verigym.train.quickstart import quickstart, quickstart_config
+from verigym.train.rl import RLTrainer
+from verigym.train.sft import sft_train
+
+__all__ = [
+    "PRESETS",
+    "RLTrainer",
+    "TrainConfig",
+    "build_config",
+    "load_config",
+    "quickstart",
+    "quickstart_config",
+    "run_sft",
+    "run_train",
+    "sft_train",
+]
