@@ -34,10 +34,16 @@ import numpy as np
 
 QUICKSTART = Path("runs/quickstart/checkpoint")
 CACHE = Path(".bench/test_time/model")
+COT_CACHE = Path(".bench/test_time/model_cot")
 
 
-def env_kwargs(level: int, digits: int | None) -> dict[str, Any]:
-    return {"level": level} if digits is None else {"level": level, "digits": digits}
+def env_kwargs(level: int, digits: int | None, terms: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"level": level}
+    if digits is not None:
+        out["digits"] = digits
+    if terms is not None:
+        out["terms"] = terms
+    return out
 
 
 def prepare_model(steps: int, level: int, digits: int | None, init: str | None, threads: int) -> Path:
@@ -83,6 +89,51 @@ def prepare_model(steps: int, level: int, digits: int | None, init: str | None, 
     }
     (CACHE / "provenance.json").write_text(json.dumps({"stages": [*history, stage]}, indent=2))
     return CACHE
+
+
+def cot_reply(expression: str) -> str:
+    """A worked answer for ``a+b+c=``: running sums, e.g. ``3+5+7=`` → ``8+7=15``."""
+    import re
+
+    nums = [int(x) for x in re.findall(r"\d+", expression)]
+    total, steps = nums[0] + nums[1], []
+    for value in nums[2:]:
+        steps.append(f"{total}+{value}=")
+        total += value
+    return "".join(steps) + str(total)
+
+
+def prepare_cot_model(steps: int, init: str, threads: int) -> Path:
+    """SFT ``init`` to write running sums for 3-term one-digit additions (longer, checkable traces)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verigym.envs.registry import load_env
+    from verigym.train.config import SFTConfig
+    from verigym.train.sft import messages_row, sft_train
+    from verigym.types import Message
+
+    torch.set_num_threads(threads)
+    env = load_env("arithmetic", level=1, digits=1, terms=3)
+    tok = AutoTokenizer.from_pretrained(init)
+    model = AutoModelForCausalLM.from_pretrained(init)
+    rows = []
+    for task in env.tasks(4000, seed=7, split="train"):
+        prompt = task.prompt[-1].content
+        rows.append(messages_row(tok, [*task.prompt, Message(role="assistant", content=cot_reply(prompt))]))
+    result = sft_train(
+        model, tok, rows, SFTConfig(max_steps=steps, batch_size=32, lr=2e-3, lr_schedule="constant"), seed=7
+    )
+    out = COT_CACHE
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "provenance.json").write_text(
+        json.dumps(
+            {"init": init, "steps": result["steps"], "demos": len(rows), "format": "running sums"}, indent=2
+        )
+    )
+    return out
 
 
 def numpy_reference(top_logprobs: list[tuple[float, ...]], k: int, window: int) -> tuple[np.ndarray, float]:
@@ -172,6 +223,10 @@ def main() -> None:
     ap.add_argument("--prepare-level", type=int, default=1)
     ap.add_argument("--init", default=None, help="continue --prepare from this model dir")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--cot", action="store_true", help="use the running-sums model (3-term sums, longer traces)"
+    )
+    ap.add_argument("--terms", type=int, default=None, help="arithmetic operands per task")
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--live-tasks", type=int, default=10)
@@ -186,6 +241,8 @@ def main() -> None:
         prepare_model(args.prepare, args.prepare_level, args.digits, args.init, args.threads)
     if args.model:
         model_dir, origin = Path(args.model), "given with --model"
+    elif args.cot:
+        model_dir, origin = COT_CACHE, f"running-sums model SFT'd here: {_provenance(COT_CACHE)}"
     elif QUICKSTART.exists():
         model_dir, origin = QUICKSTART, "quickstart checkpoint"
     elif CACHE.exists():
@@ -209,7 +266,7 @@ def main() -> None:
     from verigym.select.run import SelectConfig, measure
     from verigym.types import Sampling
 
-    env_args = env_kwargs(args.level, args.digits) if args.env == "arithmetic" else {}
+    env_args = env_kwargs(args.level, args.digits, args.terms) if args.env == "arithmetic" else {}
     env = load_env(args.env, **env_args)
     tasks = env.tasks(args.tasks, seed=args.seed)
     policy = LocalPolicy.from_pretrained(model_dir, device="cpu")
@@ -226,11 +283,17 @@ def main() -> None:
         )
     )  # fmt: skip
     summary = res.summary
-    high = SelectConfig(methods=["deepconf"], ns=ns, seed=args.seed, eta=0.9)
-    extra = asyncio.run(measure(res.pools, high))["deepconf"]
-    for p in extra:
-        p.method = "deepconf-high"
-    summary["methods"]["deepconf-high (eta=0.9)"] = [p.as_dict() for p in extra]
+    variants = {
+        "deepconf-high (eta=0.9)": SelectConfig(methods=["deepconf"], ns=ns, seed=args.seed, eta=0.9),
+        "deepconf-tail (eta=0.1)": SelectConfig(methods=["deepconf"], ns=ns, seed=args.seed, score="tail"),
+        "deepconf-bottom10 (eta=0.1)": SelectConfig(
+            methods=["deepconf"], ns=ns, seed=args.seed, score="bottom10"
+        ),
+    }
+    if "deepconf" in cfg.methods:
+        for label, variant in variants.items():
+            rows = asyncio.run(measure(res.pools, variant))["deepconf"]
+            summary["methods"][label] = [p.as_dict() for p in rows]
     summary["confidence_max_abs_diff_vs_numpy"] = cross_check(res.pools, cfg.k, cfg.fraction)
     live_n = max(ns)
     summary["live_online"] = asyncio.run(
@@ -242,6 +305,11 @@ def main() -> None:
     write_summary(out, summary)
     write_report(out, summary)
     _print(summary)
+
+
+def _provenance(path: Path) -> str:
+    file = path / "provenance.json"
+    return file.read_text().replace("\n", " ") if file.exists() else "(no provenance.json)"
 
 
 def _print(summary: dict[str, Any]) -> None:
