@@ -195,6 +195,8 @@ def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path, adapter_dir: Pat
             "m",
             "--lora",
             f"ft={adapter_dir}",
+            "--threads",
+            "1",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

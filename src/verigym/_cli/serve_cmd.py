@@ -62,6 +62,11 @@ def serve_cmd(
         None, "--lora", help="Preload a LoRA adapter NAME=PATH (repeatable); clients use NAME as the model."
     ),
     max_batch_rows: int = typer.Option(256, "--max-batch-rows", help="Most sequences decoded in one pass."),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        help="torch CPU threads (default: torch's choice; 1 is fastest for the tiny models).",
+    ),
 ) -> None:
     """Serve a local model over the OpenAI API (chat, completions, streaming, logprobs, token ids, LoRA)."""
     if not 0 < port < 65536:
@@ -73,9 +78,18 @@ def serve_cmd(
             probe.bind((host, port))
         except OSError as exc:
             fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
+    if threads is not None and threads < 1:
+        fail(f"--threads must be at least 1, got {threads}")
+    import torch
+    from transformers.utils import logging as hf_logging
+
     from verigym.policies.base import PolicyError
     from verigym.policies.tiny import count_parameters
     from verigym.serve import serve
+
+    hf_logging.disable_progress_bar()
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     with console.status(f"loading {model_path}..."):
         policy = load_policy(model_path, dtype, device, max_batch_rows)
