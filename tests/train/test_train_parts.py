@@ -68,29 +68,43 @@ def _state(model: torch.nn.Module, lr: float = 1e-2) -> UpdateState:
 def test_masked_environment_tokens_never_receive_gradient() -> None:
     model, _tok = _tiny()
     assert isinstance(model, torch.nn.Module)
-    captured: list[torch.Tensor] = []
-
-    def keep(_module: object, _inp: object, out: torch.Tensor) -> None:
-        if out.requires_grad:  # skip the no-grad forward that fills in old logprobs
-            out.retain_grad()
-            captured.append(out)
-
-    handle = model.lm_head.register_forward_hook(keep)  # type: ignore[union-attr]
     ids = [5, 17, 11, 82, 10, 11, 30, 31, 32, 12, 2]
     mask = [0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1]  # 30 31 32 are environment tokens
-    row = Row(ids=ids, mask=mask, logprobs=None, advantage=1.0)
     cfg = build_config({"rl": {"preset": "dapo"}}).rl
-    policy_update(model, [row], cfg, _state(model), pad_id=0, temperature=1.0, max_len=16)
-    handle.remove()
-    grad = captured[-1].grad
-    assert grad is not None
-    # logits at position t score token t+1: positions predicting masked tokens get no gradient
-    for t in range(len(ids) - 1):
-        got = float(grad[0, t].abs().sum())
-        if mask[t + 1] == 0:
-            assert got == 0.0, f"token {t + 1} is masked but its logits got gradient {got}"
-        else:
-            assert got > 0.0
+    for share in (False, True):
+        captured: list[torch.Tensor] = []
+
+        def keep(
+            _module: object, _inp: object, out: torch.Tensor, store: list[torch.Tensor] = captured
+        ) -> None:
+            if out.requires_grad:  # skip the no-grad forward that fills in old logprobs
+                out.retain_grad()
+                store.append(out)
+
+        handle = model.lm_head.register_forward_hook(keep)  # type: ignore[union-attr]
+        row = Row(ids=ids, mask=mask, logprobs=None, advantage=1.0)
+        policy_update(
+            model, [row], cfg, _state(model), pad_id=0, temperature=1.0, max_len=16, share_prefix=share
+        )
+        handle.remove()
+        # (logits, index of the first token they score): one plain forward, or prompt + continuation
+        parts = (
+            [(captured[-1], 1)]
+            if not share
+            else [(captured[-2], 3 - captured[-2].shape[1] + 1), (captured[-1], 4)]
+        )
+        for logits, first in parts:
+            grad = logits.grad
+            assert grad is not None
+            for t in range(grad.shape[1]):
+                target = first + t  # logits at this position score ids[target]
+                got = float(grad[0, t].abs().sum())
+                if target < 0 or target >= len(ids) or mask[target] == 0:
+                    assert got == 0.0, (
+                        f"token {target} is masked but its logits got gradient {got} ({share=})"
+                    )
+                else:
+                    assert got > 0.0, (target, share)
 
 
 def test_on_policy_ratio_is_one_with_sampling_logprobs_at_temperature() -> None:
@@ -286,3 +300,37 @@ def test_sft_rows_from_results_jsonl_and_messages_jsonl(tmp_path: Path) -> None:
     data.write_text('{"text": "no"}\n')
     with pytest.raises(SFTDataError, match=r"sft\.jsonl:1: expected a results record"):
         load_sft_rows(data, tok)
+
+
+def test_shared_prefix_forward_equals_plain_forward_values_and_gradients() -> None:
+    from verigym.train._update import forward_rows
+
+    model, _tok = _tiny()
+    assert isinstance(model, torch.nn.Module)
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for prompt in ([5, 17, 11, 82, 90, 2, 6], [5, 12, 82, 19, 19, 90, 2, 6]):
+        for k in range(3):
+            comp = torch.randint(10, 100, (2 + k,), generator=g).tolist()
+            env = [30, 31] if k == 2 else []  # a multi-turn row: env tokens (mask 0) then more model tokens
+            ids = prompt + comp + env + ([44, 2] if env else [])
+            mask = [0] * len(prompt) + [1] * len(comp) + [0] * len(env) + ([1, 1] if env else [])
+            rows.append(
+                Row(ids=ids, mask=mask, logprobs=[-0.1 * i for i in range(len(ids))], advantage=k - 1.0)
+            )
+    grads = []
+    for share in (False, True):
+        model.zero_grad()
+        f = forward_rows(model, rows, 0, 0.8, share_prefix=share)
+        total = (f.logp * f.mask * f.adv[:, None]).sum() + (f.ent * f.mask).sum()
+        total.backward()
+        vals = sorted(round(float(x), 4) for x in f.logp[f.mask > 0])
+        olds = sorted(round(float(x), 4) for x in f.old[f.mask > 0])
+        grads.append(
+            ([p.grad.clone() for p in model.parameters()], float(total), vals, olds, float(f.mask.sum()))
+        )
+    (g0, t0, v0, o0, n0), (g1, t1, v1, o1, n1) = grads
+    assert n0 == n1 == sum(sum(r.mask) for r in rows)
+    assert t0 == pytest.approx(t1, abs=1e-4) and v0 == v1 and o0 == o1
+    for a, b in zip(g0, g1, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)

@@ -46,6 +46,100 @@ def forward_logprobs(
     return logp, ent
 
 
+@dataclass
+class Forward:
+    """One micro-batch's forward: per-token tensors (B, W) and how they align with each row's ids.
+
+    Position s of row i scores token ``starts[i] + s`` of ``rows[i].ids``; ``align`` maps any per-row
+    array aligned with the ids (logprobs, ``meta`` values) onto that layout.
+    """
+
+    logp: torch.Tensor
+    ent: torch.Tensor
+    mask: torch.Tensor
+    old: torch.Tensor
+    adv: torch.Tensor
+    starts: list[int]
+
+    def align(self, values: Sequence[Sequence[float]]) -> torch.Tensor:
+        width = self.logp.shape[1]
+        out = torch.zeros((len(values), width), dtype=torch.float32)
+        for i, (v, s) in enumerate(zip(values, self.starts, strict=True)):
+            chunk = list(v[s : s + width])
+            out[i, : len(chunk)] = torch.tensor(chunk, dtype=torch.float32)
+        return out.to(self.logp.device)
+
+
+def _prefix_len(row: Row) -> int:
+    first = next((i for i, m in enumerate(row.mask) if m), len(row.ids) - 1)
+    return max(1, min(first, len(row.ids) - 1))
+
+
+def forward_rows(
+    model: Any, rows: Sequence[Row], pad_id: int, temperature: float, *, share_prefix: bool
+) -> Forward:
+    """The training forward of ``rows``.
+
+    With ``share_prefix`` the prompt each group shares is run once and its keys/values are reused (with
+    gradient) by every completion of the group: the samples of a GRPO group cost one prompt forward,
+    not G. The logprobs equal those of the plain forward up to float round-off.
+    """
+    device = next(model.parameters()).device
+    for r in rows:
+        assert r.logprobs is not None
+    if not share_prefix:
+        batch = collate(rows, pad_id).to(device)
+        logp, ent = forward_logprobs(model, batch, temperature, entropy=True)
+        assert ent is not None and batch.old_logprobs is not None
+        return Forward(logp, ent, batch.mask, batch.old_logprobs, batch.advantages, [1] * len(rows))
+    starts = [_prefix_len(r) for r in rows]
+    uniq: dict[tuple[int, ...], int] = {}
+    which = [uniq.setdefault(tuple(r.ids[:p]), len(uniq)) for r, p in zip(rows, starts, strict=True)]
+    lp = max(len(k) for k in uniq)
+    pids = torch.full((len(uniq), lp), pad_id, dtype=torch.long)
+    pmask = torch.zeros((len(uniq), lp), dtype=torch.long)
+    for k, j in uniq.items():
+        pids[j, lp - len(k) :] = torch.tensor(k, dtype=torch.long)
+        pmask[j, lp - len(k) :] = 1
+    ppos = (pmask.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=pids.to(device),
+        attention_mask=pmask.to(device),
+        position_ids=ppos.to(device),
+        use_cache=True,
+    )
+    cache = out.past_key_values
+    idx = torch.tensor(which, dtype=torch.long, device=device)
+    cache.batch_select_indices(idx)
+    width = max(len(r.ids) - s for r, s in zip(rows, starts, strict=True))
+    sids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    smask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (r, s) in enumerate(zip(rows, starts, strict=True)):
+        sids[i, : len(r.ids) - s] = torch.tensor(r.ids[s:], dtype=torch.long)
+        smask[i, : len(r.ids) - s] = 1
+    spos = torch.tensor(starts, dtype=torch.long)[:, None] + torch.arange(width)[None, :]
+    att = torch.cat([pmask.to(device)[idx], smask.to(device)], dim=1)
+    out2 = model(
+        input_ids=sids.to(device),
+        attention_mask=att,
+        position_ids=spos.to(device),
+        past_key_values=cache,
+        use_cache=True,
+    )
+    logits = torch.cat([out.logits[:, -1:][idx], out2.logits[:, :-1]], dim=1)
+    fwd = Forward(
+        L.token_logprobs(logits, sids.to(device), temperature),
+        L.token_entropy(logits, temperature),
+        torch.zeros(0),
+        torch.zeros(0),
+        torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
+        starts,
+    )
+    fwd.mask = fwd.align([[float(m) for m in r.mask] for r in rows])
+    fwd.old = fwd.align([r.logprobs or [] for r in rows])
+    return fwd
+
+
 def _chunks(items: Sequence[int], parts: int) -> list[list[int]]:
     parts = max(1, min(parts, len(items)))
     size = math.ceil(len(items) / parts)
@@ -81,14 +175,6 @@ def _fill_logprobs(
                 r.meta[key] = values
 
 
-def _pad_meta(rows: Sequence[Row], key: str, width: int) -> torch.Tensor:
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, r in enumerate(rows):
-        v = r.meta[key]
-        out[i, : len(v)] = torch.tensor(v, dtype=torch.float32)
-    return out[:, 1:]
-
-
 def policy_update(
     model: Any,
     rows: list[Row],
@@ -100,9 +186,12 @@ def policy_update(
     max_len: int,
     ref_model: Any | None = None,
     micro_rows: int = 64,
+    share_prefix: bool = True,
 ) -> dict[str, float]:
-    """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics."""
-    device = next(model.parameters()).device
+    """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics.
+
+    ``share_prefix``: run each group's shared prompt once per micro-batch (``forward_rows``).
+    """
     dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
     model.train()
     if any(r.logprobs is None for r in rows):
@@ -136,11 +225,8 @@ def policy_update(
             micros = _chunks(range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows)))
             for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro]
-                batch = collate(part, pad_id).to(device)
-                assert batch.old_logprobs is not None
-                logp, ent = forward_logprobs(model, batch, temperature, entropy=True)
-                m = batch.mask
-                old, adv = batch.old_logprobs, batch.advantages
+                fwd = forward_rows(model, part, pad_id, temperature, share_prefix=share_prefix)
+                logp, ent, m, old, adv = fwd.logp, fwd.ent, fwd.mask, fwd.old, fwd.adv
                 if cfg.loss == "ppo":
                     pl = L.ppo_clip_loss(
                         logp,
@@ -162,7 +248,7 @@ def policy_update(
                     pl = L.kl_cov_loss(logp, old, adv, m, k_ratio=cfg.kl_cov_ratio, beta=cfg.kl_cov_beta)
                 per_token = pl.per_token
                 if "is_weight" in part[0].meta:  # importance weights of off-policy samples (verigym.scale)
-                    per_token = per_token * _pad_meta(part, "is_weight", batch.input_ids.shape[1]).to(device)
+                    per_token = per_token * fwd.align([r.meta["is_weight"] for r in part])
                 loss = L.aggregate(
                     per_token,
                     m,
@@ -173,7 +259,7 @@ def policy_update(
                 )
                 n_tok = float(m.sum())
                 if cfg.kl_beta > 0:
-                    ref_lp = _pad_meta(part, "ref", batch.input_ids.shape[1]).to(device)
+                    ref_lp = fwd.align([r.meta["ref"] for r in part])
                     kl = L.kl_k3(logp, ref_lp)
                     loss = loss + cfg.kl_beta * (kl * m).sum() / max(total_tokens, 1.0)
                     add("kl", float((kl.detach() * m).sum()), 1.0)
