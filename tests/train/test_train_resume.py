@@ -106,3 +106,30 @@ def test_resume_after_crash_equals_uninterrupted_run(tmp_path: Path) -> None:
     html = report.read_text()
     assert "<img" in html and "Entropy law" in html
     assert json.loads((tmp_path / "a" / "config.json").read_text())["rl"]["preset"] == "grpo"
+
+
+@pytest.mark.parametrize(
+    "preset", ["grpo", "dr_grpo", "dapo", "opo", "skywork", "lead", "clip_cov", "kl_cov", "gspo"]
+)
+def test_every_preset_runs_a_step(tmp_path: Path, preset: str) -> None:
+    import math
+
+    cfg = build_config(
+        {
+            "out_dir": str(tmp_path),
+            "envs": [{"name": "digits-test"}],
+            "sampling": {"max_tokens": 4},
+            "rl": {"preset": preset, "steps": 2, "groups_per_step": 2, "group_size": 4, "num_iterations": 2},
+            "logging": {"report": False},
+        }
+    )
+    model, tok = load_model(cfg.model)
+    trainer = RLTrainer(cfg, model=model, tokenizer=tok)
+    before = [p.detach().clone() for p in model.parameters()]
+    history = trainer.train()
+    assert [h["step"] for h in history] == [0, 1]
+    assert all(math.isfinite(h["loss"]) and math.isfinite(h["grad_norm"]) for h in history if "loss" in h)
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert changed == any(
+        h.get("adv_abs_mean", 0.0) > 0 for h in history
+    )  # lead: no correct sample, no signal
