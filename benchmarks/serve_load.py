@@ -2,8 +2,9 @@
 
 The server runs in this process on a free port (a real uvicorn HTTP server); clients are the official
 ``AsyncOpenAI``. Every request is a chat completion of exactly ``--max-tokens`` tokens (EOS ignored) with
-logprobs, so both runs do the same work. Prints requests/s and tokens/s of each, the batching gain, and
-how many generation passes the concurrent requests shared.
+logprobs, so all runs do the same work. The concurrent load runs twice: micro-batched (requests that
+arrive during a pass wait for the next one) and continuous (they join the running pass at the next
+step). Prints requests/s and tokens/s of each, generation passes, and the gain over serial.
 
     python benchmarks/serve_load.py --clients 64 --requests-per-client 4
 """
@@ -69,17 +70,24 @@ def main() -> None:
         wall, n, tokens = asyncio.run(load(server.url, 1, args.serial_requests, args.max_tokens))
         serial = n / wall
         print(f"serial (1 client):        {serial:8.2f} req/s  {tokens / wall:9.0f} tokens/s  ({n} requests)")
-        before = policy.passes
-        wall, n, tokens = asyncio.run(
-            load(server.url, args.clients, args.requests_per_client, args.max_tokens)
-        )
-        passes = policy.passes - before
-        concurrent = n / wall
+        rates = {}
+        for continuous in (False, True):
+            policy.continuous = continuous
+            mode = "continuous" if continuous else "micro-batched"
+            before = policy.passes
+            wall, n, tokens = asyncio.run(
+                load(server.url, args.clients, args.requests_per_client, args.max_tokens)
+            )
+            passes = policy.passes - before
+            rates[mode] = n / wall
+            print(
+                f"{args.clients} clients, {mode:13s}: {n / wall:8.2f} req/s  {tokens / wall:9.0f} tokens/s  "
+                f"({n} requests, {passes} passes)"
+            )
         print(
-            f"concurrent ({args.clients} clients): {concurrent:8.2f} req/s  {tokens / wall:9.0f} tokens/s  ({n} requests)"
+            f"batching gain over serial: micro-batched {rates['micro-batched'] / serial:.2f}x, "
+            f"continuous {rates['continuous'] / serial:.2f}x"
         )
-        print(f"generation passes: {passes} for {n} requests (mean batch {n / max(passes, 1):.1f} rows)")
-        print(f"batching gain (concurrent / serial req/s): {concurrent / serial:.2f}x")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import torch
 
 from verigym.policies import tiny
 from verigym.policies.base import PolicyError, sample
-from verigym.policies.local import LocalPolicy
+from verigym.policies.local import LocalPolicy, RowSpec
 from verigym.types import Completion, Message, Sampling
 
 
@@ -250,3 +250,51 @@ def test_fast_path_handles_grouped_query_attention() -> None:
     a = LocalPolicy(model, tok, fast_path=False).generate(PROMPTS, sampling, seeds=list(range(6)))
     b = LocalPolicy(model, tok).generate(PROMPTS, sampling, seeds=list(range(6)))
     assert _close(a, b, 1e-5)
+
+
+def test_rows_joining_a_running_pass_sample_as_if_alone(policy: LocalPolicy) -> None:
+    from verigym.policies._engine import run_rows
+
+    sampling = Sampling(max_tokens=12)
+    long_prompt = policy.encode([Message(role="user", content="123456+7=")])
+    first, joiner = policy.spec(long_prompt, sampling, 1), policy.spec(policy.encode(PROMPTS[0]), sampling, 2)
+    asked: list[tuple[int, int, int]] = []
+    delivered: dict[int, object] = {}
+
+    def admit(length: int, live: int, room: int) -> list[RowSpec]:
+        asked.append((length, live, room))
+        return [joiner] if len(asked) == 3 else []
+
+    with torch.inference_mode():
+        out = run_rows(
+            policy.model, policy.tokenizer, [first], eos_ids=[], pad_id=0, admit=admit,
+            deliver=lambda spec, res: delivered.update({id(spec): res}),
+        )  # fmt: skip
+        alone = run_rows(
+            policy.model,
+            policy.tokenizer,
+            [policy.spec(joiner.prompt_ids, sampling, 2)],
+            eos_ids=[],
+            pad_id=0,
+        )
+    assert asked[0][0] == len(long_prompt) + 1 and asked[0][1] == 1
+    assert delivered[id(first)] is out[0] and len(delivered) == 2
+    got = delivered[id(joiner)]
+    assert got.token_ids == alone[0].token_ids  # type: ignore[attr-defined]
+    assert max(abs(a - b) for a, b in zip(got.logprobs, alone[0].logprobs, strict=True)) < 1e-5  # type: ignore[attr-defined]
+
+
+async def test_continuous_batching_returns_the_same_samples(tiny_dir: Path) -> None:
+    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", continuous=True)
+    sampling = Sampling(max_tokens=10, seed=9)
+
+    async def later(i: int) -> Completion:
+        await asyncio.sleep(0.01 * i)
+        return await policy.complete(PROMPTS[i % 6], sampling=sampling.model_copy(update={"seed": i}))
+
+    results = await asyncio.gather(*(later(i) for i in range(12)))
+    for i, c in enumerate(results):
+        assert (
+            c.completion_token_ids
+            == policy.generate([PROMPTS[i % 6]], sampling, seeds=[i])[0].completion_token_ids
+        )

@@ -70,6 +70,12 @@ class RowResult:
     finish: str = "length"
 
 
+def _cat(a: Any, b: Any) -> Any:
+    import torch
+
+    return torch.cat([a, b])
+
+
 def _splitmix(z: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
@@ -97,6 +103,13 @@ class _Batch:
         self.top_p = torch.tensor([s.top_p for s in specs], dtype=torch.float32, device=device)
         self.top_k = torch.tensor([s.top_k for s in specs], dtype=torch.long, device=device)
         self.seeds = np.array([s.seed & 0xFFFFFFFFFFFFFFFF for s in specs], dtype=np.uint64)
+
+    def extend(self, specs: Sequence[RowSpec], rows: range) -> None:
+        more = _Batch(specs, self.temp.device)
+        self.rows += list(rows)
+        self.temp, self.top_p = _cat(self.temp, more.temp), _cat(self.top_p, more.top_p)
+        self.top_k = _cat(self.top_k, more.top_k)
+        self.seeds = np.concatenate([self.seeds, more.seeds])
 
     def keep(self, idx: list[int]) -> None:
         import torch
@@ -144,17 +157,26 @@ def run_rows(
     pad_id: int,
     processed_logprobs: bool = False,
     fast: bool = True,
+    admit: Callable[[int, int, int], list[RowSpec]] | None = None,
+    deliver: Callable[[RowSpec, RowResult], None] | None = None,
 ) -> list[RowResult]:
     """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state.
 
     ``fast`` uses ``FastLlama`` where the model is a plain Llama (same numbers, less overhead).
+    Continuous batching: on that path ``admit(length, live, room)`` is asked at every step for rows to join
+    the running batch: prompts of at most ``length`` tokens (the cache length so far; they are left-padded
+    to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with room for joiners, so the
+    pass ends); ``deliver(spec, result)`` is called as soon as a row finishes. Results of admitted
+    rows are delivered only (the returned list covers ``specs``).
     """
     import torch
 
     from verigym.policies._fast_llama import FastLlama, supported
 
     device = next(model.parameters()).device
+    specs = list(specs)
     results = [RowResult() for _ in specs]
+    first = len(specs)
     if not specs:
         return results
     # Prefill each distinct prompt once, then repeat its cache rows for every row that shares it.
@@ -171,7 +193,8 @@ def run_rows(
     positions = (mask.cumsum(-1) - 1).clamp_(min=0)
     step: Any
     if fast and supported(model):
-        step = FastLlama(model, len(prompts), width + max(s.max_tokens for s in specs))
+        longest = max(s.max_tokens for s in specs)
+        step = FastLlama(model, len(prompts), width + longest * (2 if admit else 1))
     else:
         step = _HFStep(model)
     logits = step(ids, positions, mask).float()
@@ -220,6 +243,8 @@ def run_rows(
             if finish is not None:
                 res.finish = finish
                 dead.add(pos)
+                if deliver is not None:
+                    deliver(spec, res)
         if len(dead) == len(batch.rows):
             break
         if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:
@@ -234,7 +259,44 @@ def run_rows(
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
         logits = step(tokens[:, None], next_pos[:, None], mask).float()
         next_pos = next_pos + 1
-    return results
+        new = []
+        if admit is not None and isinstance(step, FastLlama) and step.capacity > step.length:
+            new = admit(step.length, len(batch.rows) - len(dead), step.capacity - step.length)
+        if new:
+            base = len(specs)
+            specs += new
+            results += [RowResult() for _ in new]
+            lengths = np.concatenate([lengths, np.zeros(len(new), dtype=np.int64)])
+            max_stop.update({base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop})
+            want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
+            joined, new_mask, new_pos = _prefill_joining(model, step, new, pad_id, device)
+            logits = torch.cat([logits, joined.float()])
+            mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
+            batch.extend(new, range(base, base + len(new)))
+    return results[:first]
+
+
+def _prefill_joining(
+    model: Any, step: Any, new: list[RowSpec], pad_id: int, device: Any
+) -> tuple[Any, Any, Any]:
+    """Prefill rows joining a running ``FastLlama`` batch, left-padded to its cache length, and merge
+    their cache in; returns (last logits, key mask, next positions) of the new rows."""
+    import torch
+
+    from verigym.policies._fast_llama import FastLlama
+
+    width = step.length
+    ids = torch.full((len(new), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(new), width), dtype=torch.long)
+    for i, s in enumerate(new):
+        ids[i, width - len(s.prompt_ids) :] = torch.tensor(s.prompt_ids, dtype=torch.long)
+        mask[i, width - len(s.prompt_ids) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+    sub = FastLlama(model, len(new), step.capacity)
+    logits = sub(ids, positions, mask)
+    step.join(sub)
+    return logits, mask, positions[:, -1] + 1
 
 
 class _HFStep:

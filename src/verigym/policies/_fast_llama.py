@@ -84,6 +84,20 @@ class FastLlama:
         self.k = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.fused]
         self.v = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.fused]
         self.length = 0
+        self.capacity = capacity
+
+    def join(self, other: FastLlama) -> None:
+        """Append the rows of ``other`` (same cache length) to this batch, growing capacity if needed."""
+        if other.length != self.length:
+            raise ValueError(f"cannot join a cache of length {other.length} to one of length {self.length}")
+        size = max(self.capacity, other.capacity)
+
+        def grow(t: torch.Tensor) -> torch.Tensor:
+            return t if t.shape[2] == size else F.pad(t, (0, 0, 0, size - t.shape[2]))
+
+        self.k = [torch.cat([grow(a), grow(b)]) for a, b in zip(self.k, other.k, strict=True)]
+        self.v = [torch.cat([grow(a), grow(b)]) for a, b in zip(self.v, other.v, strict=True)]
+        self.capacity = size
 
     def select(self, index: torch.Tensor) -> None:
         """Keep (or repeat) batch rows ``index`` of the cache."""

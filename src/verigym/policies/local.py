@@ -27,11 +27,12 @@ mode, restores the model's train/eval state, and builds a fresh KV cache, so not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,11 +50,60 @@ _FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop
 
 
 @dataclass
+class _Request:
+    specs: list[RowSpec]
+    future: asyncio.Future[list[RowResult]]
+    results: dict[int, RowResult] = field(default_factory=dict)
+
+
+@dataclass
+class _Live:
+    """A running pass that requests may still join (continuous batching) and that delivers per row."""
+
+    adapter: str | None
+    loop: asyncio.AbstractEventLoop
+    requests: list[_Request] = field(default_factory=list)
+    inbox: list[_Request] = field(default_factory=list)
+    owners: dict[int, tuple[_Request, int]] = field(default_factory=dict)
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, request: _Request) -> None:
+        self.requests.append(request)
+        self.owners.update({id(s): (request, j) for j, s in enumerate(request.specs)})
+
+    def admit(self, length: int, live: int, room: int, rows: int) -> list[RowSpec]:
+        """Requests from the inbox whose prompts fit ``length`` and completions ``room`` tokens, in order,
+        while the batch stays within ``rows`` rows."""
+        taken: list[RowSpec] = []
+        with self.lock:
+            for request in list(self.inbox):
+                if live + len(taken) + len(request.specs) > rows:
+                    break
+                if all(len(s.prompt_ids) <= length and s.max_tokens <= room for s in request.specs):
+                    self.inbox.remove(request)
+                    self.register(request)
+                    taken += request.specs
+        return taken
+
+    def deliver(self, spec: RowSpec, result: RowResult) -> None:
+        request, j = self.owners[id(spec)]
+        request.results[j] = result
+        if len(request.results) == len(request.specs):
+            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                self.loop.call_soon_threadsafe(_resolve, request)
+
+
+def _resolve(request: _Request) -> None:
+    if not request.future.done():
+        request.future.set_result([request.results[j] for j in range(len(request.specs))])
+
+
+@dataclass
 class _Queue:
-    items: list[tuple[list[RowSpec], str | None, asyncio.Future[list[RowResult]]]] = field(
-        default_factory=list
-    )
+    items: list[tuple[_Request, str | None]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    live: _Live | None = None
 
 
 class LocalPolicy(AdapterMixin):
@@ -64,7 +114,11 @@ class LocalPolicy(AdapterMixin):
     calls before a pass (0: one event-loop turn). ``stop_token_ids``: ids that end a completion (default:
     EOS; ``[]`` ignores EOS). ``fast_path``: use the lean Llama decoder where it applies (same numbers).
     ``version`` is copied into every ``Completion.policy_version``; a trainer bumps it after each update.
-    ``passes`` counts generation passes (fewer than calls when micro-batching works).
+    ``continuous``: calls arriving during a pass join it at the next step (prompt no longer than the
+    tokens decoded so far; lean path only) instead of waiting for the next pass. Off by default: measured
+    slower than micro-batching on CPU (``benchmarks/serve_load.py``), since each joiner is prefilled to the
+    running cache length and the cache is copied at each join. Either way each call returns as soon as its
+    own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
     """
 
     def __init__(
@@ -79,6 +133,7 @@ class LocalPolicy(AdapterMixin):
         batch_wait_s: float = 0.0,
         stop_token_ids: Sequence[int] | None = None,
         fast_path: bool = True,
+        continuous: bool = False,
     ) -> None:
         self.model = model if device is None else model.to(device)
         self.tokenizer = tokenizer
@@ -88,6 +143,7 @@ class LocalPolicy(AdapterMixin):
         self.batch_wait_s = batch_wait_s
         self.stop_token_ids = None if stop_token_ids is None else list(stop_token_ids)
         self.fast_path = fast_path
+        self.continuous = continuous
         self.passes = 0  # generation passes run (micro-batching makes this < the number of calls)
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
@@ -187,9 +243,17 @@ class LocalPolicy(AdapterMixin):
             early_stop_row=row,
         )
 
-    def run(self, specs: Sequence[RowSpec], adapter: str | None = _AS_IS) -> list[RowResult]:
+    def run(
+        self,
+        specs: Sequence[RowSpec],
+        adapter: str | None = _AS_IS,
+        *,
+        admit: Callable[[int, int, int], list[RowSpec]] | None = None,
+        deliver: Callable[[RowSpec, RowResult], None] | None = None,
+    ) -> list[RowResult]:
         """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
-        (None: the base model with adapters disabled; by default the model as it is)."""
+        (None: the base model with adapters disabled; by default the model as it is). ``admit`` and
+        ``deliver``: continuous batching (see ``run_rows``)."""
         import torch
 
         out: list[RowResult] = []
@@ -207,6 +271,8 @@ class LocalPolicy(AdapterMixin):
                         pad_id=self._pad_id(),
                         processed_logprobs=self.logprobs_mode == "processed",
                         fast=self.fast_path,
+                        admit=admit,
+                        deliver=deliver,
                     )
             finally:
                 self.model.train(was_training)
@@ -268,35 +334,57 @@ class LocalPolicy(AdapterMixin):
         ]
 
     async def submit(self, specs: list[RowSpec], adapter: str | None = _AS_IS) -> list[RowResult]:
-        """Queue rows for the next micro-batched pass on this event loop and await their results."""
+        """Queue rows for generation on this event loop and await their results: they join the running
+        pass when they can (continuous batching), else the next micro-batched pass."""
         loop = asyncio.get_running_loop()
         queue = self._queues.setdefault(loop, _Queue())
-        future: asyncio.Future[list[RowResult]] = loop.create_future()
-        queue.items.append((specs, adapter, future))
-        if queue.task is None or queue.task.done():
-            queue.task = loop.create_task(self._drain(queue))
-        return await future
+        request = _Request(specs, loop.create_future())
+        live = queue.live
+        joined = False
+        if self.continuous and live is not None and live.adapter == adapter:
+            with live.lock:
+                if not live.closed:
+                    live.inbox.append(request)
+                    joined = True
+        if not joined:
+            queue.items.append((request, adapter))
+            if queue.task is None or queue.task.done():
+                queue.task = loop.create_task(self._drain(queue))
+        return await request.future
 
     async def _drain(self, queue: _Queue) -> None:
+        loop = asyncio.get_running_loop()
         while queue.items:
             await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
             items, queue.items = queue.items, []
-            for adapter in dict.fromkeys(a for _, a, _ in items):
-                group = [(s, f) for s, a, f in items if a == adapter]
-                flat = [spec for specs, _ in group for spec in specs]
+            for adapter in dict.fromkeys(a for _, a in items):
+                live = queue.live = _Live(adapter, loop)
+                for request, a in items:
+                    if a == adapter:
+                        live.register(request)
+                flat = [s for r in live.requests for s in r.specs]
+
+                def admit(length: int, n_live: int, room: int, live: _Live = live) -> list[RowSpec]:
+                    return live.admit(length, n_live, room, self.max_batch_rows)
+
                 try:
-                    results = await asyncio.to_thread(self.run, flat, adapter)
+                    await asyncio.to_thread(
+                        self.run,
+                        flat,
+                        adapter,
+                        admit=admit if self.continuous else None,
+                        deliver=live.deliver,
+                    )
                 except Exception as exc:
                     err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
-                    for _, fut in group:
-                        if not fut.done():
-                            fut.set_exception(err)
-                    continue
-                at = 0
-                for specs, fut in group:
-                    if not fut.done():
-                        fut.set_result(results[at : at + len(specs)])
-                    at += len(specs)
+                    for request in live.requests:
+                        if not request.future.done():
+                            request.future.set_exception(err)
+                finally:
+                    queue.live = None
+                    with live.lock:
+                        live.closed = True
+                        queue.items += [(r, adapter) for r in live.inbox]
 
     async def complete(
         self,
