@@ -27,16 +27,15 @@ mode, restores the model's train/eval state, and builds a fresh KV cache, so not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from verigym.policies._batcher import Live, Queue, Request
 from verigym.policies._chat import encode_chat, parse_tool_calls
 from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies._lora import AS_IS as _AS_IS
@@ -47,63 +46,6 @@ from verigym.types import Completion, Message, Sampling, Usage
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
 _FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop": "early_stop"}
-
-
-@dataclass
-class _Request:
-    specs: list[RowSpec]
-    future: asyncio.Future[list[RowResult]]
-    results: dict[int, RowResult] = field(default_factory=dict)
-
-
-@dataclass
-class _Live:
-    """A running pass that requests may still join (continuous batching) and that delivers per row."""
-
-    adapter: str | None
-    loop: asyncio.AbstractEventLoop
-    requests: list[_Request] = field(default_factory=list)
-    inbox: list[_Request] = field(default_factory=list)
-    owners: dict[int, tuple[_Request, int]] = field(default_factory=dict)
-    closed: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def register(self, request: _Request) -> None:
-        self.requests.append(request)
-        self.owners.update({id(s): (request, j) for j, s in enumerate(request.specs)})
-
-    def admit(self, length: int, live: int, room: int, rows: int) -> list[RowSpec]:
-        """Requests from the inbox whose prompts fit ``length`` and completions ``room`` tokens, in order,
-        while the batch stays within ``rows`` rows."""
-        taken: list[RowSpec] = []
-        with self.lock:
-            for request in list(self.inbox):
-                if live + len(taken) + len(request.specs) > rows:
-                    break
-                if all(len(s.prompt_ids) <= length and s.max_tokens <= room for s in request.specs):
-                    self.inbox.remove(request)
-                    self.register(request)
-                    taken += request.specs
-        return taken
-
-    def deliver(self, spec: RowSpec, result: RowResult) -> None:
-        request, j = self.owners[id(spec)]
-        request.results[j] = result
-        if len(request.results) == len(request.specs):
-            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                self.loop.call_soon_threadsafe(_resolve, request)
-
-
-def _resolve(request: _Request) -> None:
-    if not request.future.done():
-        request.future.set_result([request.results[j] for j in range(len(request.specs))])
-
-
-@dataclass
-class _Queue:
-    items: list[tuple[_Request, str | None]] = field(default_factory=list)
-    task: asyncio.Task[None] | None = None
-    live: _Live | None = None
 
 
 class LocalPolicy(AdapterMixin):
@@ -148,7 +90,7 @@ class LocalPolicy(AdapterMixin):
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
         self._adapter: str | None = _AS_IS  # as is: a trainer's PeftModel samples with its own active LoRA
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Queue] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -337,8 +279,8 @@ class LocalPolicy(AdapterMixin):
         """Queue rows for generation on this event loop and await their results: they join the running
         pass when they can (continuous batching), else the next micro-batched pass."""
         loop = asyncio.get_running_loop()
-        queue = self._queues.setdefault(loop, _Queue())
-        request = _Request(specs, loop.create_future())
+        queue = self._queues.setdefault(loop, Queue())
+        request = Request(specs, loop.create_future())
         live = queue.live
         joined = False
         if self.continuous and live is not None and live.adapter == adapter:
@@ -352,19 +294,19 @@ class LocalPolicy(AdapterMixin):
                 queue.task = loop.create_task(self._drain(queue))
         return await request.future
 
-    async def _drain(self, queue: _Queue) -> None:
+    async def _drain(self, queue: Queue) -> None:
         loop = asyncio.get_running_loop()
         while queue.items:
             await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
             items, queue.items = queue.items, []
             for adapter in dict.fromkeys(a for _, a in items):
-                live = queue.live = _Live(adapter, loop)
+                live = queue.live = Live(adapter, loop)
                 for request, a in items:
                     if a == adapter:
                         live.register(request)
                 flat = [s for r in live.requests for s in r.specs]
 
-                def admit(length: int, n_live: int, room: int, live: _Live = live) -> list[RowSpec]:
+                def admit(length: int, n_live: int, room: int, live: Live = live) -> list[RowSpec]:
                     return live.admit(length, n_live, room, self.max_batch_rows)
 
                 try:

@@ -1,0 +1,70 @@
+"""The request queue behind ``LocalPolicy.submit``: per-event-loop pending requests, and the running pass
+that delivers each row as it finishes and that requests may join (continuous batching)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from dataclasses import dataclass, field
+
+from verigym.policies._engine import RowResult, RowSpec
+
+__all__ = ["Live", "Queue", "Request"]
+
+
+@dataclass
+class Request:
+    specs: list[RowSpec]
+    future: asyncio.Future[list[RowResult]]
+    results: dict[int, RowResult] = field(default_factory=dict)
+
+
+@dataclass
+class Live:
+    """A running pass that requests may still join (continuous batching) and that delivers per row."""
+
+    adapter: str | None
+    loop: asyncio.AbstractEventLoop
+    requests: list[Request] = field(default_factory=list)
+    inbox: list[Request] = field(default_factory=list)
+    owners: dict[int, tuple[Request, int]] = field(default_factory=dict)
+    closed: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, request: Request) -> None:
+        self.requests.append(request)
+        self.owners.update({id(s): (request, j) for j, s in enumerate(request.specs)})
+
+    def admit(self, length: int, live: int, room: int, rows: int) -> list[RowSpec]:
+        """Requests from the inbox whose prompts fit ``length`` and completions ``room`` tokens, in order,
+        while the batch stays within ``rows`` rows."""
+        taken: list[RowSpec] = []
+        with self.lock:
+            for request in list(self.inbox):
+                if live + len(taken) + len(request.specs) > rows:
+                    break
+                if all(len(s.prompt_ids) <= length and s.max_tokens <= room for s in request.specs):
+                    self.inbox.remove(request)
+                    self.register(request)
+                    taken += request.specs
+        return taken
+
+    def deliver(self, spec: RowSpec, result: RowResult) -> None:
+        request, j = self.owners[id(spec)]
+        request.results[j] = result
+        if len(request.results) == len(request.specs):
+            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                self.loop.call_soon_threadsafe(resolve, request)
+
+
+def resolve(request: Request) -> None:
+    if not request.future.done():
+        request.future.set_result([request.results[j] for j in range(len(request.specs))])
+
+
+@dataclass
+class Queue:
+    items: list[tuple[Request, str | None]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    live: Live | None = None
