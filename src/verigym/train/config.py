@@ -153,6 +153,8 @@ class RLConfig(_Strict):
     num_iterations: Annotated[int, Field(gt=0)] = 1
     minibatches: Annotated[int, Field(gt=0)] = 1
     grad_accum: Annotated[int, Field(gt=0)] = 1
+    micro_batch_rows: Annotated[int, Field(gt=0)] = 256  # rows per forward/backward (memory bound)
+    share_prefix: bool = True  # run a group's shared prompt once per micro-batch
     # sampling-side recipes
     dynamic_sampling: bool = False
     max_rounds: Annotated[int, Field(gt=0)] = 3

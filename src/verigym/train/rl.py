@@ -228,6 +228,8 @@ class RLTrainer:
                     temperature=self.cfg.sampling.temperature,
                     max_len=self.cfg.sampling.max_tokens,
                     ref_model=self.ref_model,
+                    micro_rows=self.cfg.rl.micro_batch_rows,
+                    share_prefix=self.cfg.rl.share_prefix,
                 )
             )
             self.policy.version += 1
