@@ -89,6 +89,11 @@ async def run_experiment(
     sample_s = time.perf_counter() - start
     pools = build_pools(env, tasks, records, cfg.success_threshold)
     warnings = []
+    failed = [r for r in records if r.error is not None]
+    if records and len(failed) == len(records):
+        first = failed[0].error
+        reason = f"{first.kind}: {first.message}" if first is not None else "unknown"
+        raise ValueError(f"every sample errored (first: {reason}); nothing to select from")
     if any(m in NEEDS_LOGPROBS for m in cfg.methods) and not any(
         c.top_logprobs for p in pools for c in p.candidates
     ):
