@@ -48,7 +48,7 @@ def test_train_cli_runs_sft_then_rl_and_writes_the_run(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["sft_steps"] == 2 and "pass_at_1_after_rl" in summary
     assert (run / "checkpoint" / "config.json").is_file() and (run / "report.html").is_file()
-    saved = json.loads((run / "config.json").read_text())
+    saved = json.loads((run / "train_config.json").read_text())
     assert saved["rl"]["lr"] == 5e-4 and saved["rl"]["loss"] == "gspo"
     phases = [json.loads(line)["phase"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert phases == ["sft", "sft", "rl", "rl"]

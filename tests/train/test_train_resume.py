@@ -105,7 +105,7 @@ def test_resume_after_crash_equals_uninterrupted_run(tmp_path: Path) -> None:
     report = write_report(tmp_path / "a", summary={"steps": 4})
     html = report.read_text()
     assert "<img" in html and "Entropy law" in html
-    assert json.loads((tmp_path / "a" / "config.json").read_text())["rl"]["preset"] == "grpo"
+    assert json.loads((tmp_path / "a" / "train_config.json").read_text())["rl"]["preset"] == "grpo"
 
 
 @pytest.mark.parametrize(

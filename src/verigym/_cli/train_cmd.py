@@ -44,7 +44,7 @@ class TrainProgress:
             TextColumn("{task.fields[info]}"), console=console, transient=False,
         )  # fmt: skip
         self.sft = self.bar.add_task("SFT", total=total_sft or None, info="", visible=bool(total_sft))
-        self.rl = self.bar.add_task("RL", total=total_rl, info="")
+        self.rl = self.bar.add_task("RL", total=total_rl, info="", start=False)
 
     def __enter__(self) -> TrainProgress:
         self.bar.__enter__()
@@ -60,6 +60,11 @@ class TrainProgress:
                 text += f"  held-out pass@1 {info['eval/pass_at_1']:.2f}"
             self.bar.update(self.sft, completed=info["step"], info=text, visible=True)
         elif event == "step":
+            if not self.bar.tasks[self.rl].started:
+                self.bar.start_task(self.rl)
+                sft = self.bar.tasks[self.sft]
+                if sft.visible and sft.completed:  # SFT stopped early (target reached): show it done
+                    self.bar.update(self.sft, total=sft.completed)
             text = f"reward {info.get('reward', float('nan')):.2f}  pass {info.get('pass_rate', float('nan')):.2f}"
             if "entropy" in info:
                 text += f"  H {info['entropy']:.2f}"
@@ -160,11 +165,14 @@ def register(app: typer.Typer) -> None:
             fail("give a CONFIG.toml, or --resume RUN_DIR")
         _threads(threads)
         if resume is not None:
-            if not (resume / "config.json").is_file():
-                fail(f"--resume {resume}: not a verigym train run directory (no config.json)")
+            from verigym.train.rl import run_config_path
+
+            run_cfg = run_config_path(resume)
+            if run_cfg is None:
+                fail(f"--resume {resume}: not a verigym train run directory (no train_config.json)")
             from verigym.train.config import TrainConfig
 
-            cfg = TrainConfig.model_validate_json((resume / "config.json").read_text())
+            cfg = TrainConfig.model_validate_json(run_cfg.read_text())
         else:
             cfg = load_train_config(config, overrides, preset, steps, out)
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)

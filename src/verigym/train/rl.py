@@ -38,10 +38,22 @@ from verigym.train.monitor import MetricsLog
 from verigym.train.sampling import DifficultyTracker
 from verigym.types import Sampling
 
-__all__ = ["Progress", "RLTrainer", "load_envs", "make_scheduler"]
+__all__ = ["RUN_CONFIG", "Progress", "RLTrainer", "load_envs", "make_scheduler", "run_config_path"]
+
+RUN_CONFIG = "train_config.json"
+"""The run's config, beside its metrics (not ``config.json``: that name marks a model directory)."""
 
 Progress = Callable[[str, dict[str, Any]], None]
 """``progress(event, info)``: events ``step`` (info: the step's metrics), ``eval``, ``checkpoint``."""
+
+
+def run_config_path(run_dir: str | Path) -> Path | None:
+    """The config file of a train run directory (``train_config.json``; older runs ``config.json``)."""
+    for name in (RUN_CONFIG, "config.json"):
+        path = Path(run_dir) / name
+        if path.is_file():
+            return path
+    return None
 
 
 def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
@@ -155,9 +167,9 @@ class RLTrainer:
     ) -> RLTrainer:
         """Continue a run from its newest checkpoint (``steps`` may raise the step budget)."""
         run = Path(run_dir)
-        cfg_file = run / "config.json"
-        if not cfg_file.is_file():
-            raise FileNotFoundError(f"{run}: no config.json; is this a verigym train run directory?")
+        cfg_file = run_config_path(run)
+        if cfg_file is None:
+            raise FileNotFoundError(f"{run}: no {RUN_CONFIG}; is this a verigym train run directory?")
         cfg = TrainConfig.model_validate_json(cfg_file.read_text())
         if steps is not None:
             cfg.rl.steps = steps
@@ -250,7 +262,7 @@ class RLTrainer:
     async def run_async(self) -> list[dict[str, Any]]:
         cfg = self.cfg
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
         log = MetricsLog(
             self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
         )
