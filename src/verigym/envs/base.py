@@ -123,6 +123,8 @@ class MultiTurnEnv(Environment, ABC):
         tools = self.tool_schemas()
         used = 0
         for _ in range(self.max_turns):
+            view, spent = await self.context_for_turn(policy, sampling, trajectory, state)
+            used += spent
             budget = sampling
             if self.max_total_tokens is not None:
                 left = self.max_total_tokens - used
@@ -130,7 +132,7 @@ class MultiTurnEnv(Environment, ABC):
                     trajectory.stop_reason = "max_tokens"
                     return
                 budget = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, left)})
-            completion = await policy.complete(trajectory.messages, tools=tools, sampling=budget)
+            completion = await policy.complete(view, tools=tools, sampling=budget)
             used += completion.usage.completion_tokens
             self.record_model_turn(trajectory, completion)
             if await self.done(trajectory, state):
@@ -142,6 +144,15 @@ class MultiTurnEnv(Environment, ABC):
                 trajectory.stop_reason = "done"
                 return
         trajectory.stop_reason = "max_turns"
+
+    async def context_for_turn(
+        self, policy: Policy, sampling: Sampling, trajectory: Trajectory, state: dict[str, Any]
+    ) -> tuple[list[Message], int]:
+        """The messages the policy sees this turn, and completion tokens spent making them.
+
+        The whole conversation by default; a context manager such as ReSum overrides it.
+        """
+        return trajectory.messages, 0
 
     @staticmethod
     def record_model_turn(trajectory: Trajectory, completion: Completion) -> None:

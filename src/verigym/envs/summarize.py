@@ -143,38 +143,17 @@ class ReSumEnv(MultiTurnEnv):
         )
         return completion.usage.completion_tokens if own else 0
 
-    async def _loop(
-        self, task: Task, policy: Policy, sampling: Sampling, trajectory: Trajectory, state: dict[str, Any]
-    ) -> None:
-        tools = self.tool_schemas()
-        used = 0
-        for _ in range(self.max_turns):
-            view = self.context(trajectory)
-            size = self.count_tokens(view)
-            since = len(view) - len(trajectory.prompt)
-            fresh = since > 0 and not (since == 1 and trajectory.turns[-1].source == "summary")
-            if size > self.max_context_tokens and fresh:
-                used += await self._summarize(policy, sampling, trajectory, state, size)
-                view = self.context(trajectory)
-            budget = sampling
-            if self.max_total_tokens is not None:
-                left = self.max_total_tokens - used
-                if left <= 0:
-                    trajectory.stop_reason = "max_tokens"
-                    return
-                budget = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, left)})
-            completion = await policy.complete(view, tools=tools, sampling=budget)
-            used += completion.usage.completion_tokens
-            self.record_model_turn(trajectory, completion)
-            if await self.done(trajectory, state):
-                trajectory.stop_reason = "length" if completion.finish_reason == "length" else "done"
-                return
-            reply = await self.respond(trajectory, state)
-            trajectory.turns.append(Turn(source="env", messages=reply))
-            if await self.done(trajectory, state):
-                trajectory.stop_reason = "done"
-                return
-        trajectory.stop_reason = "max_turns"
+    async def context_for_turn(
+        self, policy: Policy, sampling: Sampling, trajectory: Trajectory, state: dict[str, Any]
+    ) -> tuple[list[Message], int]:
+        view = self.context(trajectory)
+        size = self.count_tokens(view)
+        since = len(view) - len(trajectory.prompt)
+        fresh = since > 0 and not (since == 1 and trajectory.turns[-1].source == "summary")
+        if size > self.max_context_tokens and fresh:
+            spent = await self._summarize(policy, sampling, trajectory, state, size)
+            return self.context(trajectory), spent
+        return view, 0
 
 
 def resum(
