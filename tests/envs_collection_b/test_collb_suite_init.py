@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from verigym.cli import app
 from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
-from verigym.envs.suites import SUITES, SuiteError, run_suite, suite_members
 from verigym.eval.config import EvalConfig
+from verigym.eval.suites import SUITES, SuiteError, run_suite, suite_members
 
 
 def test_collb_suite_scorecard(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from verigym.envs.suites import SuiteError, run_suite, suite_members
+    from verigym.eval.suites import SuiteError, run_suite, suite_members
 
     try:
         members = suite_members(suite)
