@@ -30,7 +30,8 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
         fail(str(exc))
 
 
-def _eval(env: str, flags: dict[str, Any], env_arg: list[str] | None, out: Path, resume: bool) -> None:
+def _eval(env: str, env_arg: list[str] | None, out: Path, resume: bool, **flags: Any) -> None:
+    """Run ``verigym eval`` with these settings into ``out`` (resumable); exit codes pass through."""
     from verigym._cli.eval_cmd import _resolve, _run
 
     flags = {**flags, "env": env, "out": str(out), "env_args": parse_kv(env_arg, "--env-arg")}
