@@ -71,17 +71,20 @@ def register(app: typer.Typer) -> None:
         """Estimate each task's pass rate with k samples; write profile.jsonl and the band's task ids."""
         from verigym.data.difficulty import Profile
 
-        flags = {
-            "model": model,
-            "base_url": base_url or None,
-            "num_tasks": num_tasks,
-            "split": split,
-            "samples_per_task": samples,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "seed": seed,
-        }
-        _eval(env, flags, env_arg, out, resume)
+        _eval(
+            env,
+            env_arg,
+            out,
+            resume,
+            model=model,
+            base_url=base_url or None,
+            num_tasks=num_tasks,
+            split=split,
+            samples_per_task=samples,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
         profile = Profile.from_records(_records(out))
         profile.save(out / "profile.jsonl")
         chosen = profile.in_band(*band)
@@ -123,17 +126,20 @@ def register(app: typer.Typer) -> None:
 
         if keep not in ("all", "shortest", "diverse"):
             fail(f"--keep {keep!r}: expected all, shortest or diverse")
-        flags = {
-            "model": teacher,
-            "base_url": base_url or None,
-            "num_tasks": num_tasks,
-            "split": split,
-            "samples_per_task": samples,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "seed": seed,
-        }
-        _eval(env, flags, env_arg, out, resume)
+        _eval(
+            env,
+            env_arg,
+            out,
+            resume,
+            model=teacher,
+            base_url=base_url or None,
+            num_tasks=num_tasks,
+            split=split,
+            samples_per_task=samples,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
         kept, stats = select_verified(_records(out), threshold=threshold, keep=keep, per_task=per_task)  # type: ignore[arg-type]
         n = write_sft(kept, out / "sft.jsonl")
         report = stats.to_dict()
