@@ -334,3 +334,49 @@ def test_shared_prefix_forward_equals_plain_forward_values_and_gradients() -> No
     assert t0 == pytest.approx(t1, abs=1e-4) and v0 == v1 and o0 == o1
     for a, b in zip(g0, g1, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_rewards_glue_grader_schedule_shaping_and_truncation() -> None:
+    from verigym.runner import Scored
+    from verigym.train._rewards import Group, Sample, StepBatch, assign_advantages
+    from verigym.types import Grade, Score, Task
+
+    def sample(correct: float, fmt: float, n_tokens: int, finish: str = "stop") -> Sample:
+        comp = Completion(
+            text="x", finish_reason=finish, prompt_token_ids=(1, 2), completion_token_ids=tuple(range(10, 10 + n_tokens)),
+            logprobs=(-0.1,) * n_tokens, token_ids_exact=True,
+        )  # fmt: skip
+        traj = _traj(comp)
+        score = Score(
+            grades={"correct": Grade(score=correct), "format": Grade(score=fmt)}, reward=correct + fmt
+        )
+        return Sample(Scored(traj, score), trajectory_sequences(traj))
+
+    task = Task(id="t", prompt=(Message(role="user", content="q"),))
+
+    def batch(step: int) -> StepBatch:
+        samples = [sample(1, 0, 2), sample(0, 1, 2), sample(0, 0, 8, "length"), sample(1, 1, 7)]
+        return StepBatch(step, [Group("e", task, samples, {"correct": 1.0, "format": 1.0})])
+
+    gen = torch.Generator()
+    raw = {
+        "sampling": {"max_tokens": 8},
+        "rl": {"grader_weights": {"format": [[0, 1.0], [10, 0.0]]}, "truncation": "mask"},
+    }
+    cfg = build_config(raw)
+    _, m0 = assign_advantages(batch(0), cfg, generator=gen)
+    rows, m10 = assign_advantages(batch(10), cfg, generator=gen)
+    assert m0["reward"] == pytest.approx((1 + 1 + 0 + 2) / 4)  # format counts at step 0 ...
+    assert m10["reward"] == pytest.approx((1 + 0 + 0 + 1) / 4)  # ... and is scheduled out by step 10
+    assert m10["truncation_rate"] == 0.25 and sum(rows[2].mask) == 0  # the truncated sample is masked out
+    assert m10["grader/format"] == 0.5 and m10["env/e/pass_rate"] == 0.75  # pass = rubric reward ≥ 1
+
+    shaped = build_config(
+        {
+            "sampling": {"max_tokens": 8},
+            "rl": {"overlong_buffer": 2, "truncation": "penalty", "token_cost": 0.01},
+        }
+    )
+    _, m = assign_advantages(batch(0), shaped, generator=gen)
+    # rewards: 1 − .02 | 1 − .02 | truncated → −1 | 2 + soft overlong (6 − 7)/2 − .07
+    assert m["reward"] == pytest.approx((0.98 + 0.98 - 1.0 + (2 - 0.5 - 0.07)) / 4)
