@@ -36,15 +36,19 @@ def load_train_config(
 class TrainProgress:
     """A rich progress bar fed by the trainer's ``progress(event, info)`` callback."""
 
-    def __init__(self, total_rl: int, total_sft: int = 0) -> None:
+    def __init__(
+        self, total_rl: int, total_sft: int = 0, *, sft: bool | None = None, rl: bool = True
+    ) -> None:
+        """``total_sft`` 0 with ``sft`` True: an SFT bar of unknown length (epochs over unknown data)."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[info]}"), console=console, transient=False,
         )  # fmt: skip
-        self.sft = self.bar.add_task("SFT", total=total_sft or None, info="", visible=bool(total_sft))
-        self.rl = self.bar.add_task("RL", total=total_rl, info="", start=False)
+        show_sft = bool(total_sft) if sft is None else sft
+        self.sft = self.bar.add_task("SFT", total=total_sft or None, info="", visible=show_sft)
+        self.rl = self.bar.add_task("RL", total=total_rl, info="", start=False, visible=rl)
 
     def __enter__(self) -> TrainProgress:
         self.bar.__enter__()
@@ -178,8 +182,12 @@ def register(app: typer.Typer) -> None:
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
         leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
         try:
-            total_sft = cfg.sft.max_steps if (cfg.sft.data or cfg.sft.demos) else 0
-            with TrainProgress(cfg.rl.steps, total_sft) if leader else contextlib.nullcontext() as bar:
+            has_sft = bool(cfg.sft.data or cfg.sft.demos)
+            with (
+                TrainProgress(cfg.rl.steps, cfg.sft.max_steps, sft=has_sft)
+                if leader
+                else contextlib.nullcontext() as bar
+            ):
                 if scaled:
                     from verigym.scale.launch import run_scaled_train
 
@@ -216,7 +224,7 @@ def register(app: typer.Typer) -> None:
         _threads(threads)
         cfg = load_train_config(config, overrides, None, None, out)
         try:
-            with TrainProgress(0, cfg.sft.max_steps or 1) as bar:
+            with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
                 summary = run_sft(cfg, progress=bar)
         except (EnvError, SFTDataError, FileNotFoundError) as exc:
             fail(str(exc))
