@@ -136,7 +136,8 @@ async def test_best_of_n_reward_model_counts_parse_failures() -> None:
     sel = await select_best_of_n_reward_model(cands, ScriptedPolicy(rm), "p")
     assert (sel.index, sel.answer) == (2, "8")  # tie between 8s: earliest wins
     assert sel.detail["parse_failures"] == 1 and sel.calls == 4 and sel.fallbacks == 0
-    assert parse_score("Score: 7.5") == 7.5 and parse_score(" 3 ") == 3.0 and parse_score("great") is None
+    assert parse_score("Score: 7.5") == 7.5 and parse_score("Score: **3**\n") == 3.0
+    assert parse_score("141") is None and parse_score("Score: 11") is None and parse_score("great") is None
     allbad = await select_best_of_n_reward_model(cands, ScriptedPolicy(lambda m: "?"), "p", seed=3)
     assert allbad.fallbacks == 1 and allbad.detail["parse_failures"] == 4
 

@@ -50,17 +50,16 @@ DEFAULT_SAMPLING = Sampling(temperature=0.0, max_tokens=512)
 _SCORE = re.compile(r"score\s*:\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
-def parse_score(text: str) -> float | None:
-    """The number after the last ``Score:`` (reasoning stripped), or the whole reply if it is a
-    bare number; None when neither is there."""
+def parse_score(text: str, *, low: float = 0.0, high: float = 10.0) -> float | None:
+    """The number after the last ``Score:`` (reasoning stripped), or None when there is none or
+    it lies outside ``[low, high]``. A bare number is NOT a score: a model that answers a rating
+    request with ``141`` did not rate anything, and that is counted as a parse failure."""
     body = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL)
     found = _SCORE.findall(body)
-    if found:
-        return float(found[-1])
-    bare = body.strip()
-    if re.fullmatch(r"-?\d+(?:\.\d+)?", bare):
-        return float(bare)
-    return None
+    if not found:
+        return None
+    value = float(found[-1])
+    return value if low <= value <= high else None
 
 
 def best_of_scores(
