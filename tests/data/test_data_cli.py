@@ -82,17 +82,17 @@ def test_profile_synth_and_quality(tmp_path: Path) -> None:
 def test_select_tasks_by_variance_and_bad_input(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    lines = [
-        {"step": s, "task_id": t, "accuracy": a}
-        for s, (t, a) in enumerate([("x", 0.0), ("x", 1.0), ("y", 0.5), ("y", 0.5), ("z", 0.0), ("z", 0.5)])
+    steps = [{"x": 0.0, "y": 0.5}, {"x": 1.0, "y": 0.5, "z": 0.0}, {"z": 0.5}]
+    lines = [{"phase": "sft", "step": 0}] + [
+        {"phase": "rl", "step": i, "task_pass_rates": rates} for i, rates in enumerate(steps)
     ]
-    (run / "task_history.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     res = runner.invoke(app, ["select-tasks", str(run), "--by", "variance", "--top", "2"])
     assert res.exit_code == 0, res.output
     chosen = json.loads((run / "selected_by_variance.json").read_text())
     assert [c["task_id"] for c in chosen] == ["x", "z"]  # variances 0.25, 0.0625, 0
     bad = runner.invoke(app, ["select-tasks", str(tmp_path), "--by", "variance"])
-    assert bad.exit_code == 2 and "task_history.jsonl" in bad.output
-    (run / "task_history.jsonl").write_text("not json\n")
+    assert bad.exit_code == 2 and "metrics.jsonl" in bad.output
+    (run / "metrics.jsonl").write_text("not json\n")
     bad = runner.invoke(app, ["select-tasks", str(run)])
-    assert bad.exit_code == 2 and "task_history.jsonl:1" in bad.output
+    assert bad.exit_code == 2 and "metrics.jsonl:1" in bad.output

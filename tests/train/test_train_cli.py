@@ -66,3 +66,32 @@ def test_train_cli_config_errors_are_one_line(tmp_path: Path) -> None:
     assert "rl.clip_higher: unknown key" in result.output and "Traceback" not in result.output
     result = CliRunner().invoke(app, ["train", str(cfg), "--preset", "nope"])
     assert result.exit_code == 2 and "unknown preset" in result.output
+
+
+def test_train_on_a_profiled_band_records_task_history(tmp_path: Path) -> None:
+    from verigym.envs.registry import load_env
+
+    tasks = load_env("arithmetic", level=1, size=50).tasks(None, seed=1, split="train")
+    rates = {t.id: (0.5 if i % 2 else 1.0) for i, t in enumerate(tasks)}  # odd tasks in (0, 1)
+    profile = tmp_path / "profile.jsonl"
+    profile.write_text(
+        "".join(json.dumps({"task_id": t, "pass_rate": r, "samples": 4}) + "\n" for t, r in rates.items())
+    )
+    cfg = tmp_path / "c.toml"
+    text = CONFIG.format(out=tmp_path / "run", preset="grpo")
+    text = text.replace(
+        "args = { level = 1, size = 50 }",
+        f'args = {{ level = 1, size = 50 }}\nprofile = "{profile}"\nband = [0.0, 1.0]',
+    )
+    cfg.write_text(text)
+    result = CliRunner().invoke(app, ["train", str(cfg), "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    steps = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    seen = {k.split("/", 1)[1] for s in steps if s["phase"] == "rl" for k in s["task_pass_rates"]}
+    assert seen and all(rates[t] == 0.5 for t in seen)  # only in-band tasks were trained on
+    ranked = CliRunner().invoke(app, ["select-tasks", str(tmp_path / "run"), "--top", "3"])
+    assert ranked.exit_code == 0, ranked.output
+
+    cfg.write_text(text.replace("band = [0.0, 1.0]", "band = [0.9, 1.0]"))  # nothing strictly inside
+    empty = CliRunner().invoke(app, ["train", str(cfg), "--threads", "1", "--out", str(tmp_path / "r2")])
+    assert empty.exit_code == 2 and "no training task is left" in empty.output

@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
     @app.command("select-tasks")
     def select_tasks_command(
         run_dir: Path = typer.Argument(
-            ..., help="A training run folder (with task_history.jsonl) or a profile run."
+            ..., help="A `verigym train` run folder (variance) or a `verigym profile` folder (band)."
         ),
         by: str = typer.Option("variance", "--by", help="variance (1-shot RLVR) | band (pass-rate band)."),
         top: int = typer.Option(10, "--top", help="How many tasks to print and write."),
@@ -163,16 +163,20 @@ def register(app: typer.Typer) -> None:
 
         ranked: list[dict[str, Any]]
         if by == "variance":
-            path = run_dir / "task_history.jsonl"
+            path = run_dir / "metrics.jsonl"
             if not path.exists():
-                fail(f"{run_dir}: no task_history.jsonl (expected a `verigym train` run folder)")
+                fail(f"{run_dir}: no metrics.jsonl (expected a `verigym train` run folder)")
             history: dict[str, list[float]] = {}
             for lineno, line in enumerate(path.read_text().splitlines(), 1):
                 try:
                     row = json.loads(line)
-                    history.setdefault(str(row["task_id"]), []).append(float(row["accuracy"]))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    fail(f'{path}:{lineno}: expected {{"task_id", "accuracy"}}')
+                    rates = row.get("task_pass_rates", {}) if row.get("phase") == "rl" else {}
+                    for task, rate in rates.items():
+                        history.setdefault(str(task), []).append(float(rate))
+                except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+                    fail(f"{path}:{lineno}: expected a JSON object with task_pass_rates {{task: rate}}")
+            if not history:
+                fail(f"{path}: no RL step recorded task_pass_rates")
             ranked = [{"task_id": t, "variance": v} for t, v in rank_by_variance(history, top=top)]
         elif by == "band":
             path = run_dir / "profile.jsonl"

@@ -162,6 +162,7 @@ def register(app: typer.Typer) -> None:
         Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
         """
         from verigym.envs.registry import EnvError
+        from verigym.train.config import ConfigError
         from verigym.train.pipeline import run_train
         from verigym.train.sft import SFTDataError
 
@@ -194,7 +195,7 @@ def register(app: typer.Typer) -> None:
                     summary = run_scaled_train(cfg, resume=resume, progress=bar)
                 else:
                     summary = run_train(cfg, resume=resume, progress=bar)
-        except (EnvError, SFTDataError, FileNotFoundError) as exc:
+        except (EnvError, SFTDataError, ConfigError, FileNotFoundError) as exc:
             fail(str(exc))
         except RuntimeError as exc:  # Ray missing, weight pushes that kept failing
             if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
@@ -218,6 +219,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
         from verigym.envs.registry import EnvError
+        from verigym.train.config import ConfigError
         from verigym.train.pipeline import run_sft
         from verigym.train.sft import SFTDataError
 
@@ -226,6 +228,6 @@ def register(app: typer.Typer) -> None:
         try:
             with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
                 summary = run_sft(cfg, progress=bar)
-        except (EnvError, SFTDataError, FileNotFoundError) as exc:
+        except (EnvError, SFTDataError, ConfigError, FileNotFoundError) as exc:
             fail(str(exc))
         summary_table(f"verigym sft → {cfg.out_dir}", summary)

@@ -83,6 +83,7 @@ class Producer:
         rl = self.cfg.rl
         t0 = time.perf_counter()
         kept: list[Group] = []
+        pass_rates: dict[str, float] = {}
         taken: set[tuple[str, str]] = set()
         sampled = dropped_flat = dropped_small = errored = not_trainable = 0
         rounds = 0
@@ -131,7 +132,9 @@ class Producer:
                     dropped_small += 1
                     continue
                 rewards = [s.reward for s in samples]
-                self.tracker.record(f"{slot.name}/{task.id}", sum(r >= 1.0 for r in rewards) / len(rewards))
+                rate = sum(r >= 1.0 for r in rewards) / len(rewards)
+                self.tracker.record(f"{slot.name}/{task.id}", rate)
+                pass_rates[f"{slot.name}/{task.id}"] = rate
                 if rl.dynamic_sampling and not has_signal(rewards):
                     dropped_flat += 1
                     continue
@@ -150,4 +153,4 @@ class Producer:
             "sampling_rounds": float(rounds),
             "gen_time_s": time.perf_counter() - t0,
         }
-        return StepBatch(step=step, groups=kept, stats=stats)
+        return StepBatch(step=step, groups=kept, stats=stats, task_pass_rates=pass_rates)

@@ -62,6 +62,8 @@ class StepBatch:
     step: int
     groups: list[Group]
     stats: dict[str, float] = field(default_factory=dict)
+    # pass rate of every group sampled this step, kept or dropped ("env/task_id" -> rate)
+    task_pass_rates: dict[str, float] = field(default_factory=dict)
 
 
 def assign_advantages(

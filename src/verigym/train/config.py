@@ -89,6 +89,19 @@ class EnvConfig(_Strict):
     name: str
     weight: Schedule = 1.0
     args: dict[str, Any] = {}
+    # task selection: a `verigym profile` output seeds the online difficulty estimates; `band`
+    # keeps only tasks whose profiled pass rate lies strictly inside it; `task_ids` keeps only those
+    profile: str | None = None
+    band: tuple[float, float] | None = None
+    task_ids: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _check_band(self) -> EnvConfig:
+        if self.band is not None and self.profile is None:
+            raise ValueError(
+                f"envs.{self.name}: band needs a profile (a profile.jsonl from `verigym profile`)"
+            )
+        return self
 
 
 class SamplingConfig(_Strict):

@@ -32,11 +32,11 @@ from verigym.train._model import evaluate, load_model
 from verigym.train._produce import EnvSlot, Producer
 from verigym.train._rewards import StepBatch, assign_advantages
 from verigym.train._update import UpdateState, policy_update
-from verigym.train.config import TrainConfig
+from verigym.train.config import ConfigError, EnvConfig, TrainConfig
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.sampling import DifficultyTracker
-from verigym.types import Sampling
+from verigym.types import Sampling, Task
 
 __all__ = ["RUN_CONFIG", "Progress", "RLTrainer", "load_envs", "make_scheduler", "run_config_path"]
 
@@ -64,6 +64,36 @@ def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
     for e in cfg.envs:
         out.append((e.name, load_env(e.name, **e.args)))
     return out
+
+
+def select_tasks(
+    tasks: list[Task], env_cfg: EnvConfig | None, name: str, tracker: DifficultyTracker
+) -> list[Task]:
+    """The training tasks of one env after its ``profile``/``band``/``task_ids`` selection.
+
+    A profile's pass rates seed the tracker, which keeps updating them from the run's own groups.
+    """
+    if env_cfg is None:
+        return tasks
+    if env_cfg.profile is not None:
+        from verigym.data.difficulty import Profile
+
+        try:
+            profile = Profile.load(env_cfg.profile)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"envs.{name}.profile: {exc}") from None
+        for task_id, stats in profile.tasks.items():
+            if stats.samples:
+                tracker.record(f"{name}/{task_id}", stats.pass_rate)
+        if env_cfg.band is not None:
+            wanted = set(profile.in_band(*env_cfg.band))
+            tasks = [t for t in tasks if t.id in wanted]
+    if env_cfg.task_ids is not None:
+        ids = set(env_cfg.task_ids)
+        tasks = [t for t in tasks if t.id in ids]
+    if not tasks:
+        raise ConfigError(f"envs.{name}: no training task is left after profile/band/task_ids selection")
+    return tasks
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, total: int) -> Any:
@@ -103,13 +133,21 @@ class RLTrainer:
         self.policy = LocalPolicy(model, tokenizer, name="policy")
         self.envs = list(envs) if envs is not None else load_envs(cfg)
         weights = {e.name: e.weight for e in cfg.envs}
-        self.slots = [
-            EnvSlot(name, env, weights.get(name, 1.0), env.tasks(None, seed=cfg.seed, split="train"))
-            for name, env in self.envs
-        ]
         self.tracker = DifficultyTracker(
             cfg.rl.difficulty_low, cfg.rl.difficulty_high, cfg.rl.difficulty_window
         )
+        env_cfgs = {e.name: e for e in cfg.envs}
+        self.slots = [
+            EnvSlot(
+                name,
+                env,
+                weights.get(name, 1.0),
+                select_tasks(
+                    env.tasks(None, seed=cfg.seed, split="train"), env_cfgs.get(name), name, self.tracker
+                ),
+            )
+            for name, env in self.envs
+        ]
         self.producer = Producer(self.slots, self.policy, cfg, self.tracker)
         rl = cfg.rl
         params = [p for p in model.parameters() if p.requires_grad]
@@ -257,6 +295,8 @@ class RLTrainer:
         metrics["update_time_s"] = time.perf_counter() - t0
         metrics["step_time_s"] = metrics["update_time_s"] + float(batch.stats.get("gen_time_s", 0.0))
         metrics["tokens_per_s"] = completion_tokens / max(metrics["step_time_s"], 1e-9)
+        # per-task history for `verigym select-tasks --by variance` (1-shot RLVR)
+        metrics["task_pass_rates"] = dict(batch.task_pass_rates)
         return metrics
 
     async def run_async(self) -> list[dict[str, Any]]:
