@@ -95,3 +95,11 @@ def test_train_on_a_profiled_band_records_task_history(tmp_path: Path) -> None:
     cfg.write_text(text.replace("band = [0.0, 1.0]", "band = [0.9, 1.0]"))  # nothing strictly inside
     empty = CliRunner().invoke(app, ["train", str(cfg), "--threads", "1", "--out", str(tmp_path / "r2")])
     assert empty.exit_code == 2 and "no training task is left" in empty.output
+
+
+def test_shipped_quickstart_config_matches_the_quickstart() -> None:
+    from verigym.train.config import load_config
+    from verigym.train.quickstart import quickstart_config
+
+    shipped = load_config(Path(__file__).resolve().parents[2] / "configs" / "quickstart.toml")
+    assert shipped.model_dump(exclude={"out_dir"}) == quickstart_config().model_dump(exclude={"out_dir"})

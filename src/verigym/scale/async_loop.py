@@ -30,7 +30,7 @@ from verigym.scale.sampler import InProcessSampler, Sampler
 from verigym.train._rewards import Group, Sample, StepBatch
 from verigym.train.config import TrainConfig
 from verigym.train.monitor import MetricsLog
-from verigym.train.rl import Progress, RLTrainer
+from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer
 
 __all__ = ["AsyncRLTrainer", "sample_version"]
 
@@ -107,7 +107,7 @@ class AsyncRLTrainer(RLTrainer):
         cfg = self.cfg
         d = self.max_staleness
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
         log = MetricsLog(
             self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
         )
