@@ -15,10 +15,14 @@ What it does, in one run on the same samples:
    implements these selectors, so the baseline every ratio is taken against is majority vote).
 
 Prints accuracy, tokens/task, the token ratio to majority@N and verdicts at equal tokens; writes
-``summary.json`` and ``report.html`` to ``--out``. The ``math`` environment is not built yet: when
-it is, pass ``--env math``.
+``summary.json`` and ``report.html`` to ``--out``.
 
-    python benchmarks/test_time.py --tasks 50 --ns 1,4,16,64
+    python benchmarks/test_time.py --level 1 --tasks 50 --ns 1,4,16,64          # quickstart checkpoint
+    python benchmarks/test_time.py --cot --level 1 --digits 1 --terms 3 --tasks 50  # longer traces
+    python benchmarks/test_time.py --env math --tasks 20 --max-tokens 32 --methods majority,deepconf,deepconf-online
+
+``--cot`` uses a tiny model SFT'd here (``--prepare``/``prepare_cot_model``) to write running sums
+(``3+5+7=`` → ``8+7=15``): traces of ~7 tokens instead of ~3, where confidence has room to vary.
 """
 
 from __future__ import annotations
