@@ -44,8 +44,11 @@ def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, E
 
 def save_final(model: Any, tokenizer: Any, path: str | Path) -> Path:
     """``save_pretrained`` the model (or its adapter) and the tokenizer into ``path``."""
+    from transformers.utils import logging as hf_logging
+
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bars in our own progress display
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
@@ -123,6 +126,7 @@ def run_train(
             sft = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
             summary["sft_steps"] = sft["steps"]
             summary["pass_at_1_after_sft"] = trainer.evaluate()["eval/pass_at_1"]
+            summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft"))
     if on_trainer is not None:
         on_trainer(trainer)
     trainer.train()
