@@ -149,16 +149,7 @@ class AsyncRLTrainer(RLTrainer):
                     }
                 )
                 last = now
-                every = cfg.rl.eval_every
-                if every and (self.step % every == 0 or self.step == cfg.rl.steps):
-                    metrics.update(await self.evaluate_async())
-                    self._emit("eval", metrics)
-                log.log(metrics)
-                self.history.append(metrics)
-                self._emit("step", metrics)
-                ce = cfg.logging.checkpoint_every
-                if (ce and self.step % ce == 0) or self.step == cfg.rl.steps:
-                    self._emit("checkpoint", {"path": str(self.save()), "step": self.step})
+                await self.finish_step(metrics, log)
                 tickets.release()
 
         producer: asyncio.Task[None] | None = None

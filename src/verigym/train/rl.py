@@ -321,16 +321,7 @@ class RLTrainer:
             while (batch := await queue.get()) is not None:
                 metrics = self.consume(batch)
                 self.step = batch.step + 1
-                every = cfg.rl.eval_every
-                if every and (self.step % every == 0 or self.step == cfg.rl.steps):
-                    metrics.update(await self.evaluate_async())
-                    self._emit("eval", metrics)
-                log.log(metrics)
-                self.history.append(metrics)
-                self._emit("step", metrics)
-                ce = cfg.logging.checkpoint_every
-                if (ce and self.step % ce == 0) or self.step == cfg.rl.steps:
-                    self._emit("checkpoint", {"path": str(self.save()), "step": self.step})
+                await self.finish_step(metrics, log)
                 tickets.release()
 
         producer = asyncio.create_task(produce())
@@ -341,6 +332,20 @@ class RLTrainer:
             producer.cancel()
             log.close()
         return self.history
+
+    async def finish_step(self, metrics: dict[str, Any], log: MetricsLog) -> None:
+        """After step ``self.step``'s update: held-out eval when due, log, progress, checkpoint."""
+        cfg = self.cfg
+        every = cfg.rl.eval_every
+        if every and (self.step % every == 0 or self.step == cfg.rl.steps):
+            metrics.update(await self.evaluate_async())
+            self._emit("eval", metrics)
+        log.log(metrics)
+        self.history.append(metrics)
+        self._emit("step", metrics)
+        ce = cfg.logging.checkpoint_every
+        if (ce and self.step % ce == 0) or self.step == cfg.rl.steps:
+            self._emit("checkpoint", {"path": str(self.save()), "step": self.step})
 
     def train(self) -> list[dict[str, Any]]:
         """Run the remaining steps; returns this call's step metrics."""
