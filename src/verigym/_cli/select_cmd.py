@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from verigym._cli._select_show import online_mode, print_table
 from verigym._cli.common import console, fail, parse_kv
 
 if TYPE_CHECKING:
@@ -129,41 +130,6 @@ def _grader(spec: str) -> Any:
     if callable(target):
         return Grader(target, name=attr)
     fail(f"--bon-grader {spec!r} is a {type(target).__name__}, not a Grader or a function")
-
-
-def _online_mode(policy: Any, remote: bool) -> str:
-    if remote:
-        return (
-            "replayed: this OpenAI-compatible endpoint has no early-stop hook, so it generated every trace in "
-            "full; the tokens shown are what a server running OnlineDeepConf (see its server_args) would spend"
-        )
-    return "replayed: LocalPolicy with OnlineDeepConf as early_stop cuts the same traces at the same tokens"
-
-
-def _print_table(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"verigym select — {summary['env']} ({summary['tasks']} tasks)")
-    for col in ("method", "N", "accuracy", "tokens/task", "fallbacks", "vs majority at equal tokens"):
-        table.add_column(col)
-    verdicts = {(c["method"], c["n"]): c["verdict"] for c in summary["vs_majority_at_equal_tokens"]}
-    for method, rows in summary["methods"].items():
-        for r in rows:
-            table.add_row(
-                method,
-                str(r["n"]),
-                f"{r['accuracy']:.3f}",
-                f"{r['tokens_per_task']:.0f}",
-                str(r["fallbacks"]),
-                verdicts.get((method, r["n"]), "—"),
-            )
-    console.print(table)
-    for o in summary["deepconf_online_vs_majority"]:
-        ok = "[green]yes[/]" if o["reaches_majority_with_fewer_tokens"] else "[red]no[/]"
-        console.print(
-            f"deepconf-online@{o['n']}: {o['online_accuracy']:.3f} vs majority {o['majority_accuracy']:.3f}, "
-            f"{o['tokens_saved_pct']:.1f}% fewer tokens — reaches majority with fewer tokens: {ok}"
-        )
 
 
 def register(app: typer.Typer) -> None:
@@ -371,7 +337,7 @@ def _run(
                 env_name=env_name,
                 on_record=advance,
                 on_select=selecting,
-                extra_meta={"deepconf_online_mode": _online_mode(policy, remote)},
+                extra_meta={"deepconf_online_mode": online_mode(policy, remote)},
             )
         finally:
             for p in {id(policy): policy, id(judge): judge}.values():
@@ -387,5 +353,5 @@ def _run(
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted:[/] samples so far are in {folder / 'results.jsonl'}")
         raise typer.Exit(130) from None
-    _print_table(result.summary)
+    print_table(result.summary)
     console.print(f"wrote {folder / 'summary.json'} and {folder / 'report.html'}")

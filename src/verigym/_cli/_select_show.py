@@ -1,0 +1,57 @@
+"""Console output of ``verigym select``: the summary table and the DeepConf-online mode line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verigym._cli.common import console
+
+__all__ = ["online_mode", "print_table"]
+
+
+def online_mode(policy: Any, remote: bool) -> str:
+    if remote:
+        return (
+            "replayed: this OpenAI-compatible endpoint has no early-stop hook, so it generated every trace in "
+            "full; the tokens shown are what a server running OnlineDeepConf (see its server_args) would spend"
+        )
+    return "replayed: LocalPolicy with OnlineDeepConf as early_stop cuts the same traces at the same tokens"
+
+
+def _short(verdict: str) -> str:
+    """A table-width form of a verdict (summary.json keeps the full sentence)."""
+    if verdict.startswith("does NOT beat majority ("):
+        return "[red]worse[/] (majority@max is cheaper)"
+    if verdict.startswith("beats majority@"):
+        return "better than majority@max, more tokens"
+    return {
+        "beats majority": "[green]better[/]",
+        "does NOT beat majority": "[red]worse[/]",
+        "ties majority": "tie",
+    }.get(verdict, verdict)
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"verigym select — {summary['env']} ({summary['tasks']} tasks)")
+    for col in ("method", "N", "accuracy", "tokens/task", "fallbacks", "vs majority at equal tokens"):
+        table.add_column(col)
+    verdicts = {(c["method"], c["n"]): c["verdict"] for c in summary["vs_majority_at_equal_tokens"]}
+    for method, rows in summary["methods"].items():
+        for r in rows:
+            table.add_row(
+                method,
+                str(r["n"]),
+                f"{r['accuracy']:.3f}",
+                f"{r['tokens_per_task']:.0f}",
+                str(r["fallbacks"]),
+                _short(verdicts.get((method, r["n"]), "—")),
+            )
+    console.print(table)
+    for o in summary["deepconf_online_vs_majority"]:
+        ok = "[green]yes[/]" if o["reaches_majority_with_fewer_tokens"] else "[red]no[/]"
+        console.print(
+            f"deepconf-online@{o['n']}: {o['online_accuracy']:.3f} vs majority {o['majority_accuracy']:.3f}, "
+            f"{o['tokens_saved_pct']:.1f}% fewer tokens — reaches majority with fewer tokens: {ok}"
+        )
