@@ -11,6 +11,10 @@ Parsers return ``None`` when there is nothing to extract; they never guess:
 ``format_grader`` is strict: each required tag exactly once, opened and closed, not nested in
 another, in the declared order; a duplicated or mismatched tag scores 0 with the reason in
 ``detail``.
+
+Labeled suite lines (``verigym verifier-bench --grader format``): ``{"id", "text", "tags"?:
+[...], "required"?: [...], "ordered"?: bool, "boxed"?: bool, "label": bool}`` — ``label`` true
+when the layout is right (``tags`` default ``["think", "answer"]``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "SUITE_FIELDS",
     "XMLParser",
+    "bench_verdict",
     "extract_all_boxed",
     "extract_answer_line",
     "extract_boxed",
@@ -228,12 +235,33 @@ def format_grader(
         _tag_pattern(tag)
 
     def check(task: Task, trajectory: Trajectory) -> Grade:
-        text = trajectory.final_text
-        errors = format_errors(text, tag_list, required=required, ordered=ordered) if tag_list else []
-        if boxed:
-            count = len(extract_all_boxed(strip_think(text)))
-            if count != 1:
-                errors.append(f"expected exactly one \\boxed{{}}, found {count}")
+        errors = _layout_errors(trajectory.final_text, tag_list, required, ordered, boxed)
         return Grade(score=0.0 if errors else 1.0, detail="; ".join(errors) or "ok")
 
     return Grader(check, weight=weight, name=name)
+
+
+SUITE_FIELDS = ("id", "text", "label")
+
+
+def _layout_errors(
+    text: str, tags: Sequence[str], required: Sequence[str] | None, ordered: bool, boxed: bool
+) -> list[str]:
+    errors = format_errors(text, tags, required=required, ordered=ordered) if tags else []
+    if boxed:
+        count = len(extract_all_boxed(strip_think(text)))
+        if count != 1:
+            errors.append(f"expected exactly one \\boxed{{}}, found {count}")
+    return errors
+
+
+def bench_verdict(line: dict[str, Any]) -> bool:
+    """Accept (True) when ``line["text"]`` has the layout the line asks for."""
+    tags = list(line.get("tags", ["think", "answer"]))
+    return not _layout_errors(
+        str(line["text"]),
+        tags,
+        line.get("required"),
+        bool(line.get("ordered", True)),
+        bool(line.get("boxed")),
+    )
