@@ -1,14 +1,16 @@
 """``torchrun --nproc-per-node 2 -m verigym train``: after one step the parameters equal a
-single-process step on the same global batch (gloo, 2 CPU processes)."""
+single-process step on the same global batch (gloo, 2 CPU processes), with DDP and with FSDP2."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from verigym.train._model import load_model
@@ -39,10 +41,11 @@ report = false
 """
 
 
-def test_two_process_step_equals_one_process_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_two_process_step_equals_one_process_step(tmp_path: Path, parallel: str) -> None:
     cfg_file = tmp_path / "c.toml"
-    cfg_file.write_text(CONFIG)
-    out = tmp_path / "ddp"
+    cfg_file.write_text(CONFIG + f'[scale]\nparallel = "{parallel}"\n')
+    out = tmp_path / parallel
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     proc = subprocess.run(
         [torchrun, "--standalone", "--nproc-per-node", "2", "-m", "verigym", "train", str(cfg_file)]
@@ -61,6 +64,10 @@ def test_two_process_step_equals_one_process_step(tmp_path: Path) -> None:
     single = RLTrainer(cfg, model=model, tokenizer=tok)
     (metrics,) = single.train()
     assert metrics["grad_norm"] > 0
+    (logged,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert (
+        abs(logged["grad_norm"] - metrics["grad_norm"]) < 1e-4 * metrics["grad_norm"]
+    )  # summed, not averaged
     from transformers import AutoModelForCausalLM
 
     ddp = AutoModelForCausalLM.from_pretrained(str(out / "checkpoint"))

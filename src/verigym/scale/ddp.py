@@ -9,8 +9,13 @@ Data parallelism over the policy update (gloo on CPU, NCCL on GPU):
   then the gradients are summed across ranks (one bucketed all-reduce, the DDP reduction) before
   clipping and the optimizer step. The update therefore equals a single-process step on the same
   global batch up to float summation order (the test checks the parameters after one step).
-- ``strategy="zero"`` (the FSDP-style memory option) also shards the AdamW state across ranks with
-  ``ZeroRedundancyOptimizer`` (ZeRO stage 1; Rajbhandari et al. 2020, arXiv:1910.02054).
+- ``strategy="fsdp"`` runs the update on a copy of the model sharded with FSDP2 (``fully_shard``
+  per transformer block): parameters, gradients and AdamW state are split across ranks, each block is
+  all-gathered for its forward and backward and its gradients reduce-scattered (summed, not
+  averaged). Every rank runs the same number of micro-batches (an empty share runs with weight 0),
+  since each forward is a collective. After the update the full weights are gathered back into
+  ``trainer.model``, which generation, evaluation and saving use unchanged; so each rank still holds
+  one full copy of the weights, but not of the gradients or the optimizer state.
 
 Only rank 0 writes the run directory; rank r > 0 writes into ``out_dir/rank{r}``.
 """
@@ -18,6 +23,7 @@ Only rank 0 writes the run directory; rank r > 0 writes into ``out_dir/rank{r}``
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,7 +32,7 @@ import torch
 
 __all__ = ["DistContext", "init_distributed", "is_torchrun", "use_torchrun"]
 
-Strategy = Literal["ddp", "zero"]
+Strategy = Literal["ddp", "fsdp"]
 
 
 def is_torchrun() -> bool:
@@ -44,6 +50,7 @@ class DistContext:
     strategy: Strategy = "ddp"
     grads_group: Any = None  # the update's collectives (the consumer's thread)
     batch_group: Any = None  # batch broadcasts (the producer's side), so the two never interleave
+    sharded: Any = None  # fsdp: the FSDP2-sharded copy of the model the update trains
     extra: dict[str, Any] = field(default_factory=dict)
 
     def shard(self, chunks: list[list[int]]) -> list[list[int]]:
@@ -52,11 +59,28 @@ class DistContext:
         parts = -(-max(len(chunks), self.world) // self.world) * self.world
         size = -(-len(flat) // parts) if flat else 0
         split = [flat[i * size : (i + 1) * size] for i in range(parts)] if size else []
-        return [c for c in split[self.rank :: self.world] if c]
+        return [c for c in split[self.rank :: self.world] if c or self.sharded is not None]
+
+    def module(self, model: Any) -> Any:
+        """The module the update trains: the sharded copy under fsdp, else ``model`` itself."""
+        return model if self.sharded is None else self.sharded
+
+    def finish(self, model: Any) -> None:
+        """fsdp: gather the updated weights of the sharded copy into ``model`` (a collective)."""
+        if self.sharded is None:
+            return
+        full = dict(self.sharded.named_parameters())
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.requires_grad:
+                    p.copy_(full[name].full_tensor())
 
     def sync_grads(self, model: Any) -> None:
         """Sum the gradients of the trainable parameters across ranks (missing grads count as 0)."""
         import torch.distributed as dist
+
+        if self.sharded is not None:
+            return  # FSDP reduce-scattered them during backward
 
         params = [p for p in model.parameters() if p.requires_grad]
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -108,8 +132,8 @@ def use_torchrun(trainer: Any, ctx: DistContext) -> None:
         for p in trainer.model.parameters():
             dist.broadcast(p.data, src=0, group=ctx.grads_group)
     trainer.state.extra["dist"] = ctx
-    if ctx.strategy == "zero":
-        _shard_optimizer(trainer)
+    if ctx.strategy == "fsdp":
+        _shard_model(trainer, ctx)
     produce = trainer.producer.produce
 
     async def broadcast_batch(step: int) -> Any:
@@ -121,9 +145,6 @@ def use_torchrun(trainer: Any, ctx: DistContext) -> None:
     save = trainer.save
 
     def save_on_rank0() -> Any:
-        opt = trainer.state.optimizer
-        if hasattr(opt, "consolidate_state_dict"):  # ZeRO: every rank hands its shard to rank 0
-            opt.consolidate_state_dict(to=0)
         return save() if ctx.rank == 0 else trainer.out_dir
 
     trainer.save = save_on_rank0
@@ -131,16 +152,28 @@ def use_torchrun(trainer: Any, ctx: DistContext) -> None:
         trainer.progress = None
 
 
-def _shard_optimizer(trainer: Any) -> None:
-    from torch.distributed.optim import ZeroRedundancyOptimizer
+def _shard_model(trainer: Any, ctx: DistContext) -> None:
+    """FSDP2: shard a copy of the model per transformer block, and train it with a fresh AdamW."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import FSDPModule, fully_shard
 
     from verigym.train.rl import make_scheduler
 
+    sharded = copy.deepcopy(trainer.model)
+    mesh = DeviceMesh.from_group(ctx.grads_group, ctx.device.split(":")[0])
+    blocks = {n for m in sharded.modules() for n in getattr(m, "_no_split_modules", None) or []}
+    for m in list(sharded.modules())[1:]:
+        if type(m).__name__ in blocks:
+            fully_shard(m, mesh=mesh)
+    fully_shard(sharded, mesh=mesh)
+    for m in sharded.modules():
+        if isinstance(m, FSDPModule):
+            m.set_gradient_divide_factor(1.0)  # the loss already uses the global normalisers: sum
+            m.set_force_sum_reduction_for_comms(True)  # plain SUM (gloo has no PREMUL_SUM)
+    ctx.sharded = sharded
     rl = trainer.cfg.rl
-    params = [p for p in trainer.model.parameters() if p.requires_grad]
-    optimizer = ZeroRedundancyOptimizer(
-        params, optimizer_class=torch.optim.AdamW, lr=rl.lr, weight_decay=rl.weight_decay
-    )
+    params = [p for p in sharded.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)
     total = rl.steps * rl.num_iterations * rl.minibatches
     trainer.state.optimizer = optimizer
     trainer.state.scheduler = make_scheduler(optimizer, rl.lr_schedule, rl.warmup_steps, total)

@@ -193,7 +193,9 @@ def policy_update(
     ``share_prefix``: run each group's shared prompt once per micro-batch (``forward_rows``).
     """
     dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
+    net = model if dist is None else dist.module(model)  # fsdp: the update trains a sharded copy
     model.train()
+    net.train()
     if any(r.logprobs is None for r in rows):
         _fill_logprobs(model, [r for r in rows if r.logprobs is None], pad_id, temperature, micro_rows, "old")
     if cfg.kl_beta > 0:
@@ -224,8 +226,11 @@ def policy_update(
             state.optimizer.zero_grad(set_to_none=True)
             micros = _chunks(range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows)))
             for micro in micros if dist is None else dist.shard(micros):
-                part = [mb_rows[i] for i in micro]
-                fwd = forward_rows(model, part, pad_id, temperature, share_prefix=share_prefix)
+                part = [mb_rows[i] for i in micro or [0]]
+                fwd = forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix)
+                if not micro:  # fsdp, a rank with no share: a zero-weight pass keeps the collectives paired
+                    (fwd.logp.sum() * 0).backward()  # type: ignore[no-untyped-call]
+                    continue
                 logp, ent, m, old, adv = fwd.logp, fwd.ent, fwd.mask, fwd.old, fwd.adv
                 if cfg.loss == "ppo":
                     pl = L.ppo_clip_loss(
@@ -280,13 +285,14 @@ def policy_update(
                         add("logprob_diff", float(((logp - old).abs() * m).sum()), 1.0)
                 tokens_seen += n_tok
             if dist is not None:
-                dist.sync_grads(model)
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)))
+                dist.sync_grads(net)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)))
             state.optimizer.step()
             state.scheduler.step()
         first_pass = False
     if dist is not None:
         sums, tokens_seen = dist.reduce_metrics(sums, tokens_seen)
+        dist.finish(model)
     first_tokens = float(sum(r.model_tokens for r in rows))
     out = {
         k: v / max(tokens_seen, 1.0)

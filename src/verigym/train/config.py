@@ -232,7 +232,7 @@ class ScaleConfig(_Strict):
     ray_address: str | None = None
     ray_workers: Annotated[int, Field(gt=0)] = 2
     ray_max_inflight: Annotated[int, Field(gt=0)] = 8
-    parallel: Literal["ddp", "zero"] = "ddp"  # under torchrun; zero also shards the optimizer state
+    parallel: Literal["ddp", "fsdp"] = "ddp"  # under torchrun; fsdp shards params, grads, AdamW state
 
     @model_validator(mode="after")
     def _check(self) -> ScaleConfig:
