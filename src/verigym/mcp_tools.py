@@ -32,7 +32,7 @@ from typing import Any, Literal, TextIO
 import pydantic
 from pydantic import ConfigDict
 
-from verigym.tools import Tool, _strip_titles
+from verigym.tools import Tool, strip_titles
 
 __all__ = ["MCPError", "MCPToolError", "MCPTools"]
 
@@ -145,7 +145,7 @@ class MCPTools:
 
     def _wrap(self, spec: Any) -> Tool:
         remote = str(spec.name)
-        schema = _strip_titles(dict(spec.input_schema or {"type": "object", "properties": {}}))
+        schema = strip_titles(dict(spec.input_schema or {"type": "object", "properties": {}}))
         schema.setdefault("properties", {})
         model = _args_model(remote, schema)
 

@@ -40,7 +40,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["STATE", "State", "Tool", "ToolArgumentError", "tool"]
+__all__ = ["STATE", "State", "Tool", "ToolArgumentError", "strip_titles", "tool"]
 
 
 class _StateMarker:
@@ -63,7 +63,7 @@ def _is_state(annotation: Any) -> bool:
     return get_origin(annotation) is Annotated and any(a is STATE for a in get_args(annotation)[1:])
 
 
-def _strip_titles(schema: Any) -> Any:
+def strip_titles(schema: Any) -> Any:
     """Drop pydantic's auto-generated ``title`` keys (noise in a prompt); keep everything else."""
     if isinstance(schema, dict):
         out = {}
@@ -71,12 +71,12 @@ def _strip_titles(schema: Any) -> Any:
             if key == "title" and isinstance(value, str):
                 continue
             if key == "properties" and isinstance(value, dict):
-                out[key] = {k: _strip_titles(v) for k, v in value.items()}
+                out[key] = {k: strip_titles(v) for k, v in value.items()}
             else:
-                out[key] = _strip_titles(value)
+                out[key] = strip_titles(value)
         return out
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
+        return [strip_titles(v) for v in schema]
     return schema
 
 
@@ -175,7 +175,7 @@ class Tool:
         model = pydantic.create_model(  # type: ignore[call-overload]
             f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
-        schema = _strip_titles(model.model_json_schema())
+        schema = strip_titles(model.model_json_schema())
         schema.setdefault("properties", {})
         text = description
         if text is None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from pydantic import ConfigDict
 
-from verigym.tools import Tool, _is_async, tool
+from verigym.tools import Tool, _is_async, strip_titles, tool
 from verigym.types import Completion, Message, Sampling, ToolCall
 
 if TYPE_CHECKING:
@@ -127,22 +127,6 @@ DISTRACTORS: tuple[Tool, ...] = (get_weather, send_email, translate_text, get_cu
 """Harmless tools a variant may add: each changes nothing and says it is not useful here."""
 
 
-def _strip_titles(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        out: dict[str, Any] = {}
-        for key, value in schema.items():
-            if key == "title" and isinstance(value, str):
-                continue
-            if key == "properties" and isinstance(value, dict):
-                out[key] = {k: _strip_titles(v) for k, v in value.items()}
-            else:
-                out[key] = _strip_titles(value)
-        return out
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
-
-
 def _reword(description: str, rng: random.Random) -> str:
     text = description.strip() or "A tool."
     for old, new in _SYNONYMS.items():
@@ -191,7 +175,7 @@ def _renamed_tool(original: Tool, name: str, description: str, arg_map: Mapping[
             return inner(**_kwargs(kwargs))
 
         fn = fn_sync
-    schema = _strip_titles(model.model_json_schema())
+    schema = strip_titles(model.model_json_schema())
     schema.setdefault("properties", {})
     return Tool(
         fn=fn,
