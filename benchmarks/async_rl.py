@@ -17,25 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from async_sim import predicted_speedup, simulate
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from verigym.serve import spawn_server
 
 
 def warm_start(out: Path, seed: int) -> Path:
@@ -47,26 +37,6 @@ def warm_start(out: Path, seed: int) -> Path:
     summary = run_sft(cfg)
     print(f"warm start: SFT to held-out pass@1 {summary['pass_at_1']:.3f} -> {summary['model_dir']}")
     return Path(summary["model_dir"])
-
-
-def serve(base: Path, threads: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "verigym", "serve", str(base), "--port", str(port), "--name", "base"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
-    )
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                return proc, f"http://127.0.0.1:{port}/v1"
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("verigym serve did not start")
-        time.sleep(0.3)
 
 
 def run(base: Path, url: str, d: int, steps: int, out: Path, seed: int) -> dict[str, Any]:
@@ -121,7 +91,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="verigym-async-rl-"))
     base = args.base or warm_start(work / "warm", args.seed)
-    proc, url = serve(base, args.server_threads)
+    proc, url = spawn_server(str(base), "--name", "base", threads=args.server_threads, timeout_s=180)
     try:
         results = [run(base, url, d, args.steps, work / f"d{d}", args.seed) for d in args.staleness]
     finally:

@@ -14,6 +14,10 @@ in the next pass (``LocalPolicy.submit``). Bad requests get OpenAI-style ``{"err
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -35,7 +39,7 @@ from verigym._serve_wire import (
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
 
-__all__ = ["RunningServer", "create_app", "serve"]
+__all__ = ["RunningServer", "create_app", "serve", "spawn_server"]
 
 
 def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_tokens: int = 512) -> FastAPI:
@@ -206,3 +210,46 @@ class RunningServer:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def spawn_server(
+    model: str, *args: str, threads: int = 1, timeout_s: float = 120.0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``verigym serve MODEL *args`` in a subprocess on a free 127.0.0.1 port and wait until
+    ``/health`` answers; returns the process and its ``.../v1`` base URL (the caller stops it).
+
+    Raises ``RuntimeError`` (the process stopped) when it exits or does not answer in time.
+    """
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "verigym",
+            "serve",
+            model,
+            "--port",
+            str(port),
+            "--threads",
+            str(threads),
+            *args,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+    )
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.terminate()
+    proc.wait(timeout=20)
+    raise RuntimeError(f"verigym serve {model} did not start on port {port} within {timeout_s:.0f}s")

@@ -4,11 +4,9 @@ token ids, errors as OpenAI-style 4xx, LoRA over HTTP, micro-batching, and the C
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ import pytest
 
 from verigym.policies._chat import encode_chat
 from verigym.policies.local import LocalPolicy
-from verigym.serve import RunningServer
+from verigym.serve import RunningServer, spawn_server
 from verigym.types import Message, Sampling
 
 USER = [{"role": "user", "content": "12+34="}]
@@ -174,45 +172,10 @@ async def test_concurrent_requests_are_micro_batched(server: tuple[RunningServer
     await aclient.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_cli_serves_a_saved_model_directory(tiny_dir: Path, adapter_dir: Path) -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "verigym",
-            "serve",
-            str(tiny_dir),
-            "--port",
-            str(port),
-            "--name",
-            "m",
-            "--lora",
-            f"ft={adapter_dir}",
-            "--threads",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    proc, url = spawn_server(str(tiny_dir), "--name", "m", "--lora", f"ft={adapter_dir}", timeout_s=60)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.2)
-        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        c = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
         r = c.chat.completions.create(model="m", messages=USER, max_tokens=5, logprobs=True)  # type: ignore[arg-type]
         assert len((r.choices[0].model_extra or {})["token_ids"]) == r.usage.completion_tokens  # type: ignore[union-attr]
         assert r.choices[0].logprobs is not None

@@ -4,11 +4,6 @@ every sample's version known; failed pushes retried."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,38 +15,18 @@ from verigym.policies import tiny
 from verigym.scale.async_loop import AsyncRLTrainer
 from verigym.scale.correction import Correction
 from verigym.scale.remote import RemoteSampler, WeightPushError
+from verigym.serve import spawn_server
 from verigym.train._model import load_model
 from verigym.train.config import TrainConfig
 from verigym.train.quickstart import quickstart_config
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     base = tiny.create("tiny", tmp_path_factory.mktemp("base") / "tiny", seed=0)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "verigym", "serve", str(base), "--port", str(port), "--name", "base"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    proc, url = spawn_server(str(base), "--name", "base", timeout_s=90)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "verigym serve did not start"
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1", base
+        yield url, base
     finally:
         proc.terminate()
         proc.wait(timeout=20)
