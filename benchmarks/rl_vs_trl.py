@@ -6,9 +6,12 @@ evaluated by the same verigym evaluator on the same held-out tasks (greedy pass@
 ``.bench/venv`` (``make bench-venv``) as a subprocess; its step time is measured inside the process,
 from the first to the last optimizer step, as verigym's is.
 
-    python benchmarks/rl_vs_trl.py [--steps 20] [--groups 8] [--group-size 8] [--threads 1]
+    python benchmarks/rl_vs_trl.py --seeds 0-2 [--steps 100] [--groups 16] [--group-size 8] [--threads 1]
 
-Prints seconds per step and held-out pass@1 for each, and the speed ratio (target: verigym ≥ 1.5×).
+Per seed: the quickstart recipe's SFT checkpoint (held-out pass@1 0.25–0.6, room to learn), then TRL
+and verigym from it, the side that goes first alternating by seed. Prints seconds per step and
+held-out pass@1 after for each pair, the median ratio, and MET / NOT MET against the targets
+(issue 12: ≥ 1.5× in every pair and mean pass@1 after ≥ TRL's; issue 17: ≥ 2× in every pair).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from learning import parse_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_PY = ROOT / ".bench" / "venv" / "bin" / "python"
@@ -76,23 +82,21 @@ print(json.dumps({"s_per_step": per_step, "total_s": total, "steps": len(clock.t
 """
 
 
-def _sft_model(out: Path, seed: int) -> Path:
-    from verigym.envs.registry import load_env
-    from verigym.policies import tiny
-    from verigym.train.config import SFTConfig
-    from verigym.train.sft import messages_row, oracle_demos, sft_train
+def _sft_model(out: Path, seed: int) -> tuple[Path, float]:
+    """The quickstart recipe's SFT phase (stopped at its held-out target), saved to ``out``."""
+    from verigym.train._model import load_model
+    from verigym.train.pipeline import build_sft_rows, save_final
+    from verigym.train.quickstart import quickstart_config
+    from verigym.train.rl import RLTrainer
+    from verigym.train.sft import sft_train
 
-    env = load_env("arithmetic", **ENV_ARGS)
-    tok = tiny.build_tokenizer()
-    model = tiny.build_model("tiny", tok, seed=seed)
-    demos = asyncio.run(oracle_demos(env, 400, seed=seed, env_name="arithmetic"))
-    rows = [messages_row(tok, d) for d in demos]
-    sft_train(
-        model, tok, rows, SFTConfig(max_steps=440, batch_size=32, lr=3e-3, lr_schedule="constant"), seed=seed
-    )
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    cfg = quickstart_config(out.parent / "sft-run", seed=seed)
+    model, tok = load_model(cfg.model)
+    trainer = RLTrainer(cfg, model=model, tokenizer=tok)
+    rows = build_sft_rows(cfg, tok, trainer.envs)
+    sft_train(model, tok, rows, cfg.sft, seed=seed, evaluate=lambda: trainer.evaluate()["eval/pass_at_1"])
+    save_final(model, tok, out)
+    return out, trainer.evaluate()["eval/pass_at_1"]
 
 
 def _evaluate(path: Path, tasks: int, seed: int) -> float:
@@ -114,39 +118,12 @@ def _evaluate(path: Path, tasks: int, seed: int) -> float:
     return res["pass_at_1"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20, help="RL steps for each trainer")
-    ap.add_argument("--groups", type=int, default=8, help="tasks (groups) per step")
-    ap.add_argument("--group-size", type=int, default=8, help="samples per task")
-    ap.add_argument("--lr", type=float, default=1e-3, help="learning rate")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads for both")
-    ap.add_argument("--eval-tasks", type=int, default=200, help="held-out tasks")
-    ap.add_argument("--seed", type=int, default=0, help="seed")
-    args = ap.parse_args()
-    if not BENCH_PY.exists():
-        sys.exit("TRL is not installed: run `make bench-venv` first")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from verigym.envs.registry import load_env
-    from verigym.train.config import build_config
-    from verigym.train.rl import RLTrainer
-
-    work = Path(tempfile.mkdtemp(prefix="rl_vs_trl_"))
-    base = _sft_model(work / "sft", args.seed)
-    env = load_env("arithmetic", **ENV_ARGS)
-    train_tasks = env.tasks(None, seed=args.seed, split="train")
-    (work / "tasks.json").write_text(
-        json.dumps([{"prompt": t.prompt[0].content, "answer": t.answer} for t in train_tasks])
-    )
-    p_sft = _evaluate(base, args.eval_tasks, args.seed)
-
-    # TRL
+def run_trl(base: Path, work: Path, args: argparse.Namespace, seed: int) -> tuple[float, float]:
+    """TRL's GRPOTrainer in ``.bench/venv``: (s/step, held-out pass@1 after)."""
     trl_args = {
         "model": str(base), "tasks": str(work / "tasks.json"), "out": str(work / "trl"), "steps": args.steps,
         "groups": args.groups, "group_size": args.group_size, "lr": args.lr, "max_tokens": MAX_TOKENS,
-        "threads": args.threads, "seed": args.seed,
+        "threads": args.threads, "seed": seed,
     }  # fmt: skip
     proc = subprocess.run(
         [str(BENCH_PY), "-c", TRL_WORKER, json.dumps(trl_args)], capture_output=True, text=True, cwd=work
@@ -154,14 +131,19 @@ def main() -> None:
     if proc.returncode != 0:
         sys.exit(f"TRL run failed:\n{proc.stderr[-3000:]}")
     trl = json.loads(proc.stdout.strip().splitlines()[-1])
-    p_trl = _evaluate(work / "trl" / "final", args.eval_tasks, args.seed)
+    return float(trl["s_per_step"]), _evaluate(work / "trl" / "final", args.eval_tasks, seed)
 
-    # verigym
+
+def run_verigym(base: Path, work: Path, args: argparse.Namespace, seed: int) -> tuple[float, float]:
+    """verigym's RLTrainer on the same work: (s/step, held-out pass@1 after)."""
     from verigym.train._model import load_model
+    from verigym.train.config import build_config
+    from verigym.train.pipeline import save_final
+    from verigym.train.rl import RLTrainer
 
     cfg = build_config(
         {
-            "seed": args.seed, "out_dir": str(work / "verigym"),
+            "seed": seed, "out_dir": str(work / "verigym"),
             "model": {"path": str(base)}, "envs": [{"name": "arithmetic", "args": ENV_ARGS}],
             "sampling": {"temperature": 1.0, "max_tokens": MAX_TOKENS},
             "rl": {"preset": "dapo", "dynamic_sampling": False, "overlong_buffer": 0, "steps": args.steps,
@@ -173,20 +155,64 @@ def main() -> None:
     trainer = RLTrainer(cfg, model=model, tokenizer=tok)
     stamps: list[float] = []
     trainer.progress = lambda event, info: stamps.append(time.perf_counter()) if event == "step" else None
-    t0 = time.perf_counter()
     trainer.train()
-    total = time.perf_counter() - t0
-    vg_step = (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1)
-    model.save_pretrained(work / "verigym" / "final")
-    tok.save_pretrained(work / "verigym" / "final")
-    p_vg = _evaluate(work / "verigym" / "final", args.eval_tasks, args.seed)
+    save_final(model, tok, work / "verigym" / "final")
+    per_step = (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1)
+    return per_step, _evaluate(work / "verigym" / "final", args.eval_tasks, seed)
 
-    print(f"same work: tiny model (SFT'd, held-out pass@1 {p_sft:.3f}), arithmetic 2-digit addition, "
-          f"{args.groups} groups x {args.group_size} samples, lr {args.lr}, {args.steps} steps, {args.threads} thread(s)")  # fmt: skip
-    print(f"{'':10} {'s/step':>8} {'total s':>8} {'pass@1 after':>13}")
-    print(f"{'TRL':10} {trl['s_per_step']:8.3f} {trl['total_s']:8.1f} {p_trl:13.3f}")
-    print(f"{'verigym':10} {vg_step:8.3f} {total:8.1f} {p_vg:13.3f}")
-    print(f"verigym speed-up per step: {trl['s_per_step'] / vg_step:.2f}x (target >= 1.5x)")
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="0-2", help="seeds: 0-2 or 0,3 (one SFT checkpoint and one pair each)")
+    ap.add_argument("--steps", type=int, default=100, help="RL steps for each trainer")
+    ap.add_argument("--groups", type=int, default=16, help="tasks (groups) per step")
+    ap.add_argument("--group-size", type=int, default=8, help="samples per task")
+    ap.add_argument("--lr", type=float, default=3e-4, help="learning rate (the quickstart's)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for both")
+    ap.add_argument("--eval-tasks", type=int, default=200, help="held-out tasks")
+    args = ap.parse_args()
+    if not BENCH_PY.exists():
+        sys.exit("TRL is not installed: run `make bench-venv` first")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from verigym.envs.registry import load_env
+
+    rows = []
+    for i, seed in enumerate(parse_seeds(args.seeds)):
+        work = Path(tempfile.mkdtemp(prefix=f"rl_vs_trl_{seed}_"))
+        base, p_sft = _sft_model(work / "sft", seed)
+        env = load_env("arithmetic", **ENV_ARGS)
+        tasks = env.tasks(None, seed=seed, split="train")
+        (work / "tasks.json").write_text(
+            json.dumps([{"prompt": t.prompt[0].content, "answer": t.answer} for t in tasks])
+        )
+        sides = [("trl", run_trl), ("verigym", run_verigym)]
+        out: dict[str, tuple[float, float]] = {}
+        for name, fn in sides if i % 2 == 0 else sides[::-1]:  # alternate who goes first
+            out[name] = fn(base, work, args, seed)
+        row = {"seed": seed, "sft": p_sft, "trl": out["trl"], "verigym": out["verigym"]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    print(f"same work per seed: tiny model SFT'd by the quickstart recipe, 2-digit addition, {args.groups} groups x "
+          f"{args.group_size}, lr {args.lr}, {args.steps} steps, DAPO loss (eps 0.2/0.28, token-mean, beta 0), "
+          f"{args.threads} thread(s); sides alternate first/second by seed")  # fmt: skip
+    print("| seed | SFT pass@1 | TRL s/step | verigym s/step | speed-up | pass@1 after TRL / verigym |")
+    print("|---|---|---|---|---|---|")
+    ratios = []
+    for r in rows:
+        ratio = r["trl"][0] / r["verigym"][0]
+        ratios.append(ratio)
+        print(f"| {r['seed']} | {r['sft']:.3f} | {r['trl'][0]:.3f} | {r['verigym'][0]:.3f} | {ratio:.2f}x | "
+              f"{r['trl'][1]:.3f} / {r['verigym'][1]:.3f} |")  # fmt: skip
+    p_trl = statistics.fmean(r["trl"][1] for r in rows)
+    p_vg = statistics.fmean(r["verigym"][1] for r in rows)
+    print(f"median speed-up {statistics.median(ratios):.2f}x, min {min(ratios):.2f}x; mean pass@1 after: "
+          f"TRL {p_trl:.3f}, verigym {p_vg:.3f}")  # fmt: skip
+    print(f"speed ≥ 1.5x in every pair: {'MET' if min(ratios) >= 1.5 else 'NOT MET'}; "
+          f"speed ≥ 2x in every pair (issue 17): {'MET' if min(ratios) >= 2.0 else 'NOT MET'}; "
+          f"mean pass@1 after ≥ TRL's: {'MET' if p_vg >= p_trl else 'NOT MET'}")  # fmt: skip
 
 
 if __name__ == "__main__":

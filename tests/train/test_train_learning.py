@@ -1,55 +1,47 @@
-"""Learning: the quickstart recipe on 2-digit addition. After a light SFT, GRPO (DAPO preset) raises
-held-out pass@1 by a clear margin, while the same run with rewards shuffled across the batch does not —
-so the lift comes from the verifier's signal, not from more updates.
+"""Learning: the quickstart recipe on 2-digit addition, on two seeds at once (one process and one torch
+thread each). After a light SFT, GRPO (DAPO preset) raises held-out pass@1 by a clear margin, while the
+same RL from the same SFT weights with rewards shuffled across the batch does not — so the lift comes
+from the verifier's signal, not from more updates.
+
+The margins come from ``benchmarks/learning.py --seeds 0-4`` (RESULTS.md): lifts +0.12 to +0.20 at
+100 RL steps, shuffled rewards collapse the policy (lift ≤ −0.3). Float paths differ between CPUs, so
+the asserts leave room: each seed must lift ≥ 0.05 and the two seeds ≥ 0.08 on average.
 """
 
 from __future__ import annotations
 
-import copy
+import multiprocessing as mp
 from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
-from verigym.train._model import load_model
-from verigym.train.pipeline import build_sft_rows
-from verigym.train.quickstart import quickstart_config
-from verigym.train.rl import RLTrainer
-from verigym.train.sft import sft_train
+SEEDS = (0, 1)
 
-torch.set_num_threads(1)
 
-RL_STEPS = 20
+def _run(args: tuple[int, str]) -> dict[str, Any]:
+    import torch
+
+    from verigym.train.quickstart import learning_run, quickstart_config
+
+    torch.set_num_threads(1)
+    seed, out = args
+    return learning_run(quickstart_config(Path(out) / str(seed), seed=seed, rl__eval_every=0))
 
 
 @pytest.mark.slow
-def test_grpo_lifts_held_out_pass_at_1_and_shuffled_rewards_do_not(tmp_path: Path) -> None:
-    cfg = quickstart_config(
-        tmp_path / "real", rl__steps=RL_STEPS, sft__eval_every=40, sft__target_pass_at_1=0.3
+def test_grpo_lifts_held_out_pass_at_1_on_two_seeds_and_shuffled_rewards_do_not(tmp_path: Path) -> None:
+    with mp.get_context("spawn").Pool(len(SEEDS)) as pool:
+        runs = pool.map(_run, [(s, str(tmp_path)) for s in SEEDS])
+    msg = "; ".join(
+        f"seed {r['seed']}: SFT {r['after_sft']:.3f} ({r['sft_steps']} steps) → RL {r['after_rl']:.3f}, "
+        f"shuffled {r['after_shuffled']:.3f}"
+        for r in runs
     )
-    model, tok = load_model(cfg.model)
-    real = RLTrainer(cfg, model=model, tokenizer=tok)
-    rows = build_sft_rows(cfg, tok, real.envs)
-    assert len(rows) == cfg.sft.demos  # every oracle demonstration passed the rubric
-    sft = sft_train(
-        model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=lambda: real.evaluate()["eval/pass_at_1"]
-    )
-    after_sft = real.evaluate()["eval/pass_at_1"]
-    assert sft["stopped_early"] and 0.3 <= after_sft < 0.8, f"SFT should stop light, got {sft} / {after_sft}"
-    sft_model = copy.deepcopy(model)
-
-    real.train()
-    after_rl = real.evaluate()["eval/pass_at_1"]
-
-    ctrl_cfg = quickstart_config(tmp_path / "shuffled", rl__steps=RL_STEPS, rl__shuffle_rewards=True)
-    control = RLTrainer(ctrl_cfg, model=sft_model, tokenizer=tok)
-    control.train()
-    after_shuffled = control.evaluate()["eval/pass_at_1"]
-
-    msg = f"pass@1 after SFT {after_sft:.3f}, after GRPO {after_rl:.3f}, with shuffled rewards {after_shuffled:.3f}"
     print(msg)  # shown with pytest -s
-    assert after_rl >= after_sft + 0.07, msg
-    assert after_shuffled <= after_sft + 0.01, msg
-    assert all(h["logprob_diff"] < 1e-3 for h in real.history), (
-        "on-policy: sampling and training logprobs agree"
-    )
+    for r in runs:
+        assert 0.2 <= r["after_sft"] <= 0.65, f"SFT should stop light: {msg}"
+        assert r["lift"] >= 0.05, msg
+        assert r["shuffled_lift"] <= 0.02, msg
+        assert r["max_logprob_diff"] < 1e-3, "on-policy: sampling and training logprobs agree"
+    assert sum(r["lift"] for r in runs) / len(runs) >= 0.08, msg

@@ -1,0 +1,156 @@
+"""Does the quickstart recipe learn on every seed? Held-out pass@1 after SFT and after RL per seed,
+beside the same RL with rewards shuffled across the batch (the control: no verifier signal).
+
+Each seed runs ``verigym.train.quickstart.learning_run`` on the quickstart config: a fresh tiny
+model, light SFT on verified demos (stopped at the held-out target), RL, then the control RL from
+the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread each.
+
+    python benchmarks/learning.py --seeds 0-4                   # the quickstart recipe (DAPO preset)
+    python benchmarks/learning.py --seeds 0-2 --presets grpo,dr_grpo,dapo,opo,rloo,reinforce++,gspo,skywork,lead,clip_cov,kl_cov --no-control
+
+Targets (issue 12): after SFT within [0.25, 0.60] on every seed; after RL ≥ after SFT + 0.10 on
+every seed; mean lift ≥ 0.15; mean lift with shuffled rewards ≤ 0.02. Prints MET / NOT MET for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import multiprocessing as mp
+import platform
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# rloo and reinforce++ are advantage estimators, run on the grpo preset's loss
+ADVANTAGE_ONLY = {"rloo": "rloo", "reinforce++": "reinforce++"}
+T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]  # df 1..10
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-4`` or ``0,2,5``."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
+def ci95(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t-interval."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.nan
+    t = T_975[len(values) - 2] if len(values) - 1 <= len(T_975) else 1.96
+    return mean, t * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def one(job: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from verigym.train.quickstart import learning_run, quickstart_config
+
+    torch.set_num_threads(1)
+    over: dict[str, Any] = {}
+    preset = job["preset"]
+    if preset in ADVANTAGE_ONLY:
+        over = {"rl__preset": "grpo", "rl__advantage": ADVANTAGE_ONLY[preset]}
+    elif preset != "quickstart":
+        over = {"rl__preset": preset}
+    if job["steps"]:
+        over["rl__steps"] = job["steps"]
+    cfg = quickstart_config(Path(job["out"]) / f"{preset}-{job['seed']}", seed=job["seed"], **over)
+    result = learning_run(cfg, control=job["control"])
+    result["preset"] = preset
+    return result
+
+
+def machine() -> str:
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        cpu = next(
+            (ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?"
+        )
+    except OSError:
+        cpu = platform.processor() or "?"
+    import torch
+
+    return f"{datetime.date.today()} · {cpu} · torch {torch.__version__} · {mp.cpu_count()} cores"
+
+
+def report(rows: list[dict[str, Any]], control: bool) -> list[str]:
+    lines = [
+        "| preset | seed | SFT steps | after SFT | after RL | lift | shuffled after | shuffled lift | RL s/step |"
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        sh = f"{r['after_shuffled']:.3f} | {r['shuffled_lift']:+.3f}" if "after_shuffled" in r else "- | -"
+        lines.append(
+            f"| {r['preset']} | {r['seed']} | {r.get('sft_steps', '-')} | {r['after_sft']:.3f} | "
+            f"{r['after_rl']:.3f} | {r['lift']:+.3f} | {sh} | {r['rl_s_per_step']:.3f} |"
+        )
+    for preset in dict.fromkeys(r["preset"] for r in rows):
+        mine = [r for r in rows if r["preset"] == preset]
+        lift, half = ci95([r["lift"] for r in mine])
+        line = f"{preset}: mean lift {lift:+.3f} ± {half:.3f} (95% CI, n={len(mine)}), min {min(r['lift'] for r in mine):+.3f}"
+        if control and all("shuffled_lift" in r for r in mine):
+            sl, sh = ci95([r["shuffled_lift"] for r in mine])
+            line += f"; shuffled rewards {sl:+.3f} ± {sh:.3f}"
+        lines.append(line)
+    return lines
+
+
+def targets(rows: list[dict[str, Any]], control: bool) -> list[str]:
+    def verdict(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+
+    lifts = [r["lift"] for r in rows]
+    out = [
+        f"after SFT in [0.25, 0.60] on every seed: {verdict(all(0.25 <= r['after_sft'] <= 0.60 for r in rows))}",
+        f"after RL ≥ after SFT + 0.10 on every seed: {verdict(min(lifts) >= 0.10 - 1e-9)}",
+        f"mean lift ≥ 0.15: {verdict(statistics.fmean(lifts) >= 0.15)} ({statistics.fmean(lifts):+.3f})",
+    ]
+    if control:
+        sl = statistics.fmean(r["shuffled_lift"] for r in rows)
+        out.append(f"mean lift with shuffled rewards ≤ 0.02: {verdict(sl <= 0.02)} ({sl:+.3f})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="0-4", help="seeds: 0-4 or 0,2,5")
+    ap.add_argument(
+        "--presets", default="quickstart", help="comma list; 'quickstart' is its own (dapo) recipe"
+    )
+    ap.add_argument("--steps", type=int, default=0, help="RL steps (0: the quickstart's)")
+    ap.add_argument("--no-control", action="store_true", help="skip the shuffled-reward control runs")
+    ap.add_argument("--jobs", type=int, default=2, help="processes (one torch thread each)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the per-seed results here")
+    args = ap.parse_args()
+    control = not args.no_control
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [
+            {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp}
+            for p in args.presets.split(",")
+            for s in parse_seeds(args.seeds)
+        ]
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            rows = []
+            for r in pool.imap(one, jobs):
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+    print(machine())
+    print(f"seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}")
+    print("\n".join(report(rows, control)))
+    if args.presets == "quickstart":
+        print("\n".join(targets(rows, control)))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
