@@ -64,7 +64,8 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     if job["steps"]:
         over["rl__steps"] = job["steps"]
     cfg = quickstart_config(Path(job["out"]) / f"{preset}-{job['seed']}", seed=job["seed"], **over)
-    result = learning_run(cfg, control=job["control"])
+    cache = Path(job["out"]) / f"sft-{job['seed']}.pt"  # one SFT per seed, shared by the presets
+    result = learning_run(cfg, control=job["control"], sft_cache=cache)
     result["preset"] = preset
     return result
 
@@ -133,16 +134,23 @@ def main() -> None:
     args = ap.parse_args()
     control = not args.no_control
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [
-            {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp}
-            for p in args.presets.split(",")
-            for s in parse_seeds(args.seeds)
-        ]
+        presets = args.presets.split(",")
+        seeds = parse_seeds(args.seeds)
+
+        def jobs(names: list[str]) -> list[dict[str, Any]]:
+            return [
+                {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp}
+                for p in names
+                for s in seeds
+            ]
+
+        rows = []
         with mp.get_context("spawn").Pool(args.jobs) as pool:
-            rows = []
-            for r in pool.imap(one, jobs):
-                rows.append(r)
-                print(json.dumps(r), flush=True)
+            # the first preset's runs write each seed's SFT weights; the others start from them
+            for stage in (jobs(presets[:1]), jobs(presets[1:])):
+                for r in pool.imap(one, stage):
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
     print(machine())
     print(f"seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}")
     print("\n".join(report(rows, control)))

@@ -96,12 +96,18 @@ def quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = No
     return ordered
 
 
-def learning_run(cfg: TrainConfig, *, control: bool = True) -> dict[str, Any]:
+def learning_run(
+    cfg: TrainConfig, *, control: bool = True, sft_cache: str | Path | None = None
+) -> dict[str, Any]:
     """One seed of a recipe: SFT (as ``cfg.sft`` asks), then RL, then — from the same SFT weights —
     the same RL with rewards shuffled across the batch. Returns held-out pass@1 after each stage.
 
-    Nothing is written but the two RL runs' metrics (``out_dir/rl``, ``out_dir/shuffled``).
+    ``sft_cache``: a file for the SFT weights — loaded when it exists, written after SFT otherwise
+    (several RL recipes from one SFT start). Nothing else is written but the two RL runs' metrics
+    (``out_dir/rl``, ``out_dir/shuffled``).
     """
+    import torch
+
     from verigym.train._model import load_model
     from verigym.train.pipeline import build_sft_rows
     from verigym.train.rl import RLTrainer, load_envs
@@ -113,12 +119,19 @@ def learning_run(cfg: TrainConfig, *, control: bool = True) -> dict[str, Any]:
     envs = load_envs(cfg)
     trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "rl")
     result: dict[str, Any] = {"seed": cfg.seed, "preset": cfg.rl.preset}
-    if cfg.sft.data or cfg.sft.demos:
+    cache = Path(sft_cache) if sft_cache is not None else None
+    if cache is not None and cache.is_file():
+        model.load_state_dict(torch.load(cache))
+        result["sft_steps"] = json.loads(cache.with_suffix(".json").read_text())["sft_steps"]
+    elif cfg.sft.data or cfg.sft.demos:
         rows = build_sft_rows(cfg, tok, trainer.envs)
         sft = sft_train(
             model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=lambda: trainer.evaluate()["eval/pass_at_1"]
         )
         result["sft_steps"] = sft["steps"]
+        if cache is not None:
+            torch.save(model.state_dict(), cache)
+            cache.with_suffix(".json").write_text(json.dumps({"sft_steps": sft["steps"]}))
     result["after_sft"] = trainer.evaluate()["eval/pass_at_1"]
     sft_weights = copy.deepcopy(model.state_dict())
     t1 = time.perf_counter()
