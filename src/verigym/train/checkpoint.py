@@ -59,6 +59,9 @@ def save_checkpoint(
     tmp = root / f".tmp_step_{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bars between our own progress lines
     model.save_pretrained(tmp / "model")
     tokenizer.save_pretrained(tmp / "model")
     torch.save(
