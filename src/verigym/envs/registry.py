@@ -101,6 +101,10 @@ _BUILTINS: dict[str, _Entry] = {
         "verigym.envs.repo_fix:RepoFixEnv",
         "Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading.",
     ),
+    "calc": _Entry(
+        "verigym.envs.calc:CalcEnv",
+        "Multiply two 3-digit numbers through a calc tool and copy its result (tool use).",
+    ),
     "rubric_writing": _Entry(
         "verigym.envs.rubric_writing:RubricWritingEnv",
         "Open-ended writing graded by a rubric judge (any Policy as the judge).",
