@@ -4,6 +4,20 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# The code sandbox needs bubblewrap: `make setup` / `make test` install it where they may (root,
+# or passwordless sudo, with apt-get), else stop with one line saying how.
+ifneq ($(filter setup test pytest,$(or $(MAKECMDGOALS),setup)),)
+ifeq ($(shell command -v bwrap),)
+BWRAP_INSTALL := $(shell if [ "$$(id -u)" = 0 ]; then S=""; elif sudo -n true 2>/dev/null; then S="sudo -n"; else exit 0; fi; \
+  command -v apt-get >/dev/null 2>&1 || exit 0; echo "installing bubblewrap (the code sandbox) with apt-get" >&2; \
+  $$S apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+  { $$S apt-get update -q >/dev/null 2>&1 && $$S apt-get install -y -q bubblewrap >/dev/null 2>&1; })
+ifeq ($(shell command -v bwrap),)
+$(error verigym's code sandbox needs bubblewrap: run 'sudo apt-get install bubblewrap' (or 'sudo dnf install bubblewrap'), then make again)
+endif
+endif
+endif
+
 .PHONY: setup demo test lint typecheck pytest bench-venv clean
 
 $(STAMP): pyproject.toml
