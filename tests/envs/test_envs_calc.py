@@ -95,3 +95,16 @@ def test_null_scores_zero_and_bad_args_are_one_line() -> None:
         load_env("calc", schema="tiny")
     with pytest.raises(EnvArgError, match="digits"):
         load_env("calc", digits=0)
+
+
+def test_held_out_eval_reports_each_graders_mean() -> None:
+    from verigym.train._model import evaluate
+
+    env = CalcEnv(schema="brief")
+    oracle, null = env.oracle_policy(), env.null_policy()
+    assert oracle is not None and null is not None
+    tasks = env.tasks(5)
+    good = asyncio.run(evaluate(env, oracle, tasks, sampling=Sampling(max_tokens=64)))
+    bad = asyncio.run(evaluate(env, null, tasks, sampling=Sampling(max_tokens=64)))
+    assert good["grader/correct"] == good["grader/tool_call_ok"] == good["pass_at_1"] == 1.0
+    assert bad["grader/correct"] == bad["grader/tool_call_ok"] == bad["pass_at_1"] == 0.0

@@ -81,7 +81,8 @@ async def evaluate(
     samples: int = 1,
     env_name: str = "env",
 ) -> dict[str, float]:
-    """Held-out pass@1 (mean of reward ≥ 1 over every sample), mean reward and the error count."""
+    """Held-out pass@1 (mean of reward ≥ 1 over every sample), mean reward, the error count and the
+    mean of each grader (``grader/NAME``, over the samples without an error)."""
     records = await run_rollouts(
         env,
         policy,
@@ -94,8 +95,12 @@ async def evaluate(
     )
     ok = [r for r in records if r.error is None and r.score.reward is not None]
     rewards = [float(r.score.reward) for r in ok if r.score.reward is not None]
-    return {
+    out = {
         "pass_at_1": sum(x >= 1.0 for x in rewards) / max(len(rewards), 1),
         "reward": sum(rewards) / max(len(rewards), 1),
         "errors": float(len(records) - len(ok)),
     }
+    for name in env.rubric.names:
+        scores = [r.score.grades[name].score for r in ok if name in r.score.grades]
+        out[f"grader/{name}"] = sum(scores) / max(len(scores), 1)
+    return out

@@ -82,6 +82,13 @@ def _sft_phase(
     return result
 
 
+def _stage(evaluation: dict[str, float], stage: str) -> dict[str, float]:
+    """``pass_at_1_STAGE`` and each held-out grader mean as ``eval/ENV/grader/NAME_STAGE``."""
+    out = {f"pass_at_1_{stage}": evaluation["eval/pass_at_1"]}
+    out.update({f"{k}_{stage}": v for k, v in evaluation.items() if "/grader/" in k})
+    return out
+
+
 def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, Any]:
     """``verigym sft``: SFT only; the model is saved to ``out_dir/sft``."""
     out = Path(cfg.out_dir)
@@ -120,12 +127,12 @@ def run_train(
         (out / "metrics.jsonl").unlink(missing_ok=True)
         model, tokenizer = load_model(cfg.model)
         trainer = trainer_cls(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
-        summary["pass_at_1_initial"] = trainer.evaluate()["eval/pass_at_1"]
+        summary.update(_stage(trainer.evaluate(), "initial"))
         if cfg.sft.data or cfg.sft.demos:
             log = MetricsLog(out / "metrics.jsonl")
             sft = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
             summary["sft_steps"] = sft["steps"]
-            summary["pass_at_1_after_sft"] = trainer.evaluate()["eval/pass_at_1"]
+            summary.update(_stage(trainer.evaluate(), "after_sft"))
             summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft"))
     if on_trainer is not None:
         on_trainer(trainer)

@@ -239,7 +239,8 @@ class RLTrainer:
     # ---- evaluation ------------------------------------------------------------------------------
 
     async def evaluate_async(self) -> dict[str, float]:
-        """Held-out pass@1 over every environment's test split (and per environment)."""
+        """Held-out pass@1 over every environment's test split, and per environment (with each
+        grader's mean, ``eval/ENV/grader/NAME``)."""
         e = self.cfg.eval
         sampling = Sampling(
             temperature=e.temperature, top_p=1.0, max_tokens=self.cfg.sampling.max_tokens, seed=self.cfg.seed
@@ -251,6 +252,7 @@ class RLTrainer:
             res = await evaluate(env, self.policy, tasks, sampling=sampling, samples=e.samples, env_name=name)
             out[f"eval/{name}/pass_at_1"] = res["pass_at_1"]
             out[f"eval/{name}/errors"] = res["errors"]
+            out.update({f"eval/{name}/{k}": v for k, v in res.items() if k.startswith("grader/")})
             scores.append(res["pass_at_1"])
         out["eval/pass_at_1"] = sum(scores) / len(scores)
         return out
