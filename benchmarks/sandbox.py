@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.graders.code import bench_verdict
-from verigym.graders.sandbox import python_executable
+from verigym.graders.code.sandbox import python_executable
 
 
 def bare(line: dict[str, Any], python: str, flags: list[str]) -> bool:

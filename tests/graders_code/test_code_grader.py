@@ -11,7 +11,7 @@ from verigym.graders.code import (
     run_function_tests,
     run_io_tests,
 )
-from verigym.graders.sandbox import Sandbox
+from verigym.graders.code.sandbox import Sandbox
 from verigym.rubric import Rubric
 from verigym.types import Message, Task, Trajectory, Turn
 
@@ -155,7 +155,7 @@ def test_in_place_changes_to_arguments_reach_the_tests() -> None:
 
 
 def test_python_path_makes_installed_packages_importable() -> None:
-    from verigym.graders.sandbox import site_packages
+    from verigym.graders.code.sandbox import site_packages
 
     code = "import numpy as np\ndef norm(v):\n    return float(np.linalg.norm(np.array(v)))\n"
     tests = "assert abs(norm([3, 4]) - 5.0) < 1e-12\n"
@@ -164,7 +164,7 @@ def test_python_path_makes_installed_packages_importable() -> None:
 
 
 async def test_missing_bwrap_is_an_errored_grade_with_the_remedy(monkeypatch: pytest.MonkeyPatch) -> None:
-    import verigym.graders.sandbox as sandbox_mod
+    import verigym.graders.code.sandbox as sandbox_mod
 
     monkeypatch.setattr(sandbox_mod.shutil, "which", lambda name: None)
     score = await Rubric(graders=[code_grader("code")]).score(

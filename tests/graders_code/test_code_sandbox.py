@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verigym.graders.sandbox import Sandbox, SandboxUnavailable, python_executable, run_sandboxed
+from verigym.graders.code.sandbox import Sandbox, SandboxUnavailable, python_executable, run_sandboxed
 
 PY = [python_executable(), "-S", "-I"]
 
@@ -115,7 +115,7 @@ def test_paths_must_stay_inside_workdir() -> None:
 def test_worker_wait_with_and_without_pidfd(monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
     import time
 
-    from verigym.graders import _code_worker
+    from verigym.graders.code import _worker as _code_worker
 
     if not pidfd:
         monkeypatch.delattr(os, "pidfd_open", raising=False)
@@ -131,7 +131,7 @@ def test_worker_wait_with_and_without_pidfd(monkeypatch: pytest.MonkeyPatch, pid
 
 
 def test_memfd_fallback_without_memfd_create(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verigym.graders._code_sandbox_io import memfd
+    from verigym.graders.code._sandbox_io import memfd
 
     monkeypatch.delattr(os, "memfd_create")
     fd = memfd(b"hello")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verigym.graders.code import bench_verdict
-from verigym.graders.swe import (
+from verigym.graders.code.swe import (
     PatchError,
     apply_patch,
     grade_repo,

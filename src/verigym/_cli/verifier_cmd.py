@@ -65,7 +65,7 @@ def verifier_bench(
     try:
         family = load_family(grader)
         if mode is not None and grader == "math":
-            from verigym.graders._math_mode import parse_mode
+            from verigym.graders.math._mode import parse_mode
 
             parse_mode(mode)
         if as_json:

@@ -43,8 +43,8 @@ from verigym.envs._math_templates import TEMPLATES
 from verigym.envs.datasets import DatasetError, procedural_tasks
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv
+from verigym.graders.code.sandbox import python_executable, run_sandboxed
 from verigym.graders.math import extract_answer, math_grader
-from verigym.graders.sandbox import python_executable, run_sandboxed
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.rubric import Rubric

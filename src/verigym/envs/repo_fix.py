@@ -7,9 +7,9 @@ Hidden tests (more cases for every function) decide the grade, SWE-bench style.
 **Harness.** ``ToolEnv`` with ``list_files``, ``read_file``, ``write_file`` and ``run_tests``.
 The repository lives in the episode state (``state["files"]``); ``run_tests`` runs the
 *visible* tests, as they currently are in the state, in the bubblewrap sandbox
-(``verigym.graders.sandbox``) with a small runner (no pytest needed inside).
+(``verigym.graders.code.sandbox``) with a small runner (no pytest needed inside).
 
-**Graders.** ``resolved`` is ``verigym.graders.swe.swe_grader``: the final files
+**Graders.** ``resolved`` is ``verigym.graders.code.swe.swe_grader``: the final files
 (``state["files"]``) with every protected file (tests, conftest, config) reset and the *hidden*
 test files written over them run under pytest in the sandbox; 1 when every FAIL_TO_PASS test
 (broken by the bug) and every PASS_TO_PASS test passes. The penalty is
@@ -37,9 +37,9 @@ from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
 from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
 from verigym.envs.datasets import procedural_tasks
 from verigym.envs.tool import ToolEnv
+from verigym.graders.code.sandbox import python_executable, run_sandboxed
+from verigym.graders.code.swe import swe_grader
 from verigym.graders.hacking import deleted_tests, hacking_penalty, protected_edits
-from verigym.graders.sandbox import python_executable, run_sandboxed
-from verigym.graders.swe import swe_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.rubric import Rubric

@@ -36,7 +36,7 @@ __all__ = [
 FAMILIES: dict[str, str] = {
     "math": "verigym.graders.math",
     "code": "verigym.graders.code",
-    "swe": "verigym.graders.swe",
+    "swe": "verigym.graders.code.swe",
     "hacking": "verigym.graders.hacking",
     "toolcall": "verigym.graders.toolcall",
     "instructions": "verigym.graders.instructions",

@@ -19,8 +19,8 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from verigym.graders._instructions_lang import detect_language
-from verigym.graders._instructions_text import (
+from verigym.graders.instructions._lang import detect_language
+from verigym.graders.instructions._text import (
     count_keyword,
     count_words,
     distinct_sentences,

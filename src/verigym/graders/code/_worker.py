@@ -1,6 +1,6 @@
 """The worker that runs inside the sandbox: loads the candidate's code and runs it case by case.
 
-Stdlib only; its source (after ``_code_codec``'s) is passed to ``python -S -I -c`` inside bwrap.
+Stdlib only; its source (after ``_codec``'s) is passed to ``python -S -I -c`` inside bwrap.
 The worker knows nothing of the tests: it receives arguments (or stdin) and sends back what the
 candidate returned (or printed), as plain data. Verdicts are computed by the grader outside the
 sandbox, so anything the candidate does to this process (patching it, writing fake frames,
@@ -22,7 +22,7 @@ import select
 import sys
 import time
 
-from verigym.graders._code_codec import (
+from verigym.graders.code._codec import (
     CodecError,
     decode,
     dumps,

@@ -9,7 +9,7 @@ when it is retryable and is otherwise an error. Errors are never zeros: the Grad
 with the reason, so the sample carries no reward.
 
 Scores: Σ met points / Σ positive points, clipped to [0, 1]; parents are weighted means of their
-children (see ``_judge_rubric``). The judge sees replies without ``<think>`` reasoning. Verdicts are cached by (prompt, completion, criterion) in a
+children (see ``_rubric``). The judge sees replies without ``<think>`` reasoning. Verdicts are cached by (prompt, completion, criterion) in a
 ``JudgeCache`` (in memory, optionally persisted as JSONL). ``evaluate_judge`` runs a judge on
 human-labeled items and ``judge_agreement`` measures it (precision, recall, F1 with "met" as the
 positive class; undecided items counted as errors).
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from verigym.graders._judge_eval import JudgeAgreement, judge_agreement
-from verigym.graders._judge_rubric import Criterion, RubricNode, parse_rubric, score_node
 from verigym.graders.format import strip_think
+from verigym.graders.judge._eval import JudgeAgreement, judge_agreement
+from verigym.graders.judge._rubric import Criterion, RubricNode, parse_rubric, score_node
 from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Grader
 from verigym.types import Completion, Grade, Message, Sampling, Task, Trajectory, Turn

@@ -20,8 +20,8 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
-from verigym.graders._math_fast import fast_sympy
-from verigym.graders._math_norm import Decor
+from verigym.graders.math._fast import fast_sympy
+from verigym.graders.math._norm import Decor
 
 __all__ = [
     "Eqn", "Group", "Mat", "ParseError", "Rel", "Scalar", "Seq", "SetV", "Text", "Value",

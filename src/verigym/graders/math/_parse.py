@@ -1,4 +1,4 @@
-"""Parse an extracted answer string into the math grader's value tree (see ``_math_values``).
+"""Parse an extracted answer string into the math grader's value tree (see ``_values``).
 
 Top-level lists (``,``, ``;``, "and", "or") become unordered groups; ``\\pm`` expands into its two
 values; ``lhs = rhs`` chains keep a name when the left side is a label; inequalities, unions,
@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from verigym.graders._math_norm import Decor, clean, split_decor, split_top
-from verigym.graders._math_values import (
+from verigym.graders.math._norm import Decor, clean, split_decor, split_top
+from verigym.graders.math._values import (
     NUM_RE,
     Eqn,
     Group,

@@ -1,4 +1,4 @@
-"""Equivalence of parsed answers for the math grader (numbers: ``_math_numeric``).
+"""Equivalence of parsed answers for the math grader (numbers: ``_numeric``).
 
 Equations: the same named value (``x = 5`` vs ``5``; ``f(z)=z`` vs ``f(x)=x``), proportional sides
 (``2x+4y=3`` vs ``y = -x/2 + 3/4``, never two different lines), or, when linear in a variable, the
@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from verigym.graders._math_numeric import close, expr_eq, num, points, sample, scalar_eq
-from verigym.graders._math_values import (
+from verigym.graders.math._numeric import close, expr_eq, num, points, sample, scalar_eq
+from verigym.graders.math._values import (
     Eqn,
     Group,
     Mat,

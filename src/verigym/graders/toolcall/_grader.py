@@ -1,7 +1,7 @@
 """Tool-call graders: BFCL-style AST match, tau-bench-style final state, required outputs.
 
 - ``toolcall_grader`` matches the calls the model made (every completion's ``tool_calls``, in
-  order) against allowed answers in BFCL's ``possible_answer`` form (see ``_toolcall_ast``):
+  order) against allowed answers in BFCL's ``possible_answer`` form (see ``_ast_match``):
   name, required parameters, no unexpected parameter, types checked to any depth (int accepted
   for float; bool never a number; tuples checked by length and position), allowed value sets,
   optional parameters omitted only where the answer has ``""``, parallel calls matched order-free,
@@ -41,8 +41,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from verigym.graders._toolcall_ast import Call, MatchResult, check_type, match_call, match_calls
 from verigym.graders.format import strip_think
+from verigym.graders.toolcall._ast_match import Call, MatchResult, check_type, match_call, match_calls
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, ToolCall, Trajectory
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verigym.graders._code_cgroup import Cgroup
-from verigym.graders._code_codec import CodecError, read_frame, write_frame
-from verigym.graders._code_pool import POOL, Spawned
-from verigym.graders._code_sandbox_io import nproc_limit
-from verigym.graders.sandbox import (
+from verigym.graders.code._cgroup import Cgroup
+from verigym.graders.code._codec import CodecError, read_frame, write_frame
+from verigym.graders.code._pool import POOL, Spawned
+from verigym.graders.code._sandbox_io import nproc_limit
+from verigym.graders.code.sandbox import (
     Limits,
     Sandbox,
     SandboxUnavailable,
@@ -42,10 +42,10 @@ def worker_source() -> str:
     """The stdlib-only worker program: the codec followed by the worker, as one script."""
     here = Path(__file__).parent
     parts = []
-    for name in ("_code_codec.py", "_code_worker.py"):
+    for name in ("_codec.py", "_worker.py"):
         text = (here / name).read_text()
         text = re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M)
-        text = re.sub(r"^from verigym\.graders\._code_codec import (\([^)]*\)|.*)\n", "", text, flags=re.M)
+        text = re.sub(r"^from verigym\.graders\.code\._codec import (\([^)]*\)|.*)\n", "", text, flags=re.M)
         text = re.sub(
             r"^TYPE_CHECKING = False\nif TYPE_CHECKING:.*\n    from typing import Any\n", "", text, flags=re.M
         )

@@ -30,10 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verigym.graders._math_extract import extract, strip_math_delims
-from verigym.graders._math_mode import parse_mode
-from verigym.graders._math_norm import repair
-from verigym.graders._math_worker import CheckCrashed, CheckTimeout, default_pool
+from verigym.graders.math._extract import extract, strip_math_delims
+from verigym.graders.math._mode import parse_mode
+from verigym.graders.math._norm import repair
+from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
@@ -84,7 +84,7 @@ def check_equivalent(
     parse_mode(mode)
     args = (gold, pred, mode, question)
     if timeout is None:
-        from verigym.graders._math_check import check
+        from verigym.graders.math._check import check
 
         try:
             accepted, reason, extracted = check(*args)

@@ -79,7 +79,7 @@ def _serve() -> None:
     _die_with_parent()
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing the check prints can corrupt the protocol
-    from verigym.graders._math_check import check
+    from verigym.graders.math._check import check
 
     _write(out, ("ready", None))
     fd = sys.stdin.fileno()
@@ -118,7 +118,8 @@ class _Worker:
             _spawner()
             .submit(
                 subprocess.Popen,
-                [sys.executable, "-m", "verigym.graders._math_worker"],
+                # -c, not -m: the package imports this module first, and runpy would then run a second copy
+                [sys.executable, "-c", "from verigym.graders.math._worker import _serve; _serve()"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -1,10 +1,10 @@
 """Code grader: run a candidate program against hidden tests in a bubblewrap sandbox.
 
-The candidate runs in a sandboxed worker (``graders/sandbox.py``); the hidden tests never enter
+The candidate runs in a sandboxed worker (``graders/code/sandbox.py``); the hidden tests never enter
 the sandbox. For *function* problems each top-level ``assert`` of the tests is one case, evaluated
 in the grader's own process with the entry point replaced by a proxy: the proxy sends the
 arguments into the sandbox and gets back the candidate's result as plain data (see
-``_code_codec``), so ``sys.exit(0)``, patched asserts, always-equal objects, lying ``__repr__``,
+``_codec``), so ``sys.exit(0)``, patched asserts, always-equal objects, lying ``__repr__``,
 fake "OK" output and reading the test file cannot pass. For *stdin/stdout* problems the program
 runs once per case on the given stdin and its output is compared strictly (line-wise, trailing
 whitespace ignored), exactly, or token-wise with an explicit float tolerance.
@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.graders._code_tests import CandidateFailure, TaskTestsError, evaluate_asserts
-from verigym.graders.sandbox import Limits, Sandbox, SandboxUnavailable
+from verigym.graders.code._tests import CandidateFailure, CaseResult, TaskTestsError, evaluate_asserts
+from verigym.graders.code.sandbox import Limits, Sandbox, SandboxUnavailable
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
@@ -61,13 +61,6 @@ __all__ = [
 ]
 
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-
-
-@dataclass
-class CaseResult:
-    name: str
-    passed: bool
-    reason: str = ""
 
 
 @dataclass
@@ -151,7 +144,7 @@ def run_function_tests(
     Raises ``TaskTestsError`` when the tests themselves are broken and ``SandboxUnavailable`` when
     no sandbox can be started (both are the grader's problem, not the candidate's).
     """
-    from verigym.graders._code_session import WorkerSession
+    from verigym.graders.code._session import WorkerSession
 
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
@@ -229,7 +222,7 @@ def run_io_tests(
     sandbox: Sandbox | None = None,
 ) -> CodeResult:
     """Run the program once per ``{"stdin", "stdout"}`` case and compare its output."""
-    from verigym.graders._code_session import WorkerSession
+    from verigym.graders.code._session import WorkerSession
 
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
@@ -279,7 +272,7 @@ def code_grader(
 ) -> Grader:
     """A ``Grader`` scoring the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when
     all pass (``mode="all"``). ``python_path``: extra importable directories for candidates (e.g.
-    ``[verigym.graders.sandbox.site_packages()]`` to allow numpy). Sandbox events (e.g. network attempts) are appended to
+    ``[verigym.graders.code.sandbox.site_packages()]`` to allow numpy). Sandbox events (e.g. network attempts) are appended to
     ``trajectory.state["sandbox_events"]`` for the anti-hacking detectors."""
     if mode not in ("fraction", "all"):
         raise ValueError(f"code_grader mode must be 'fraction' or 'all', got {mode!r}")
@@ -331,10 +324,10 @@ def bench_verdict(
 ) -> bool:
     """Verifier-bench hook (True = accepted). Code lines: ``{"id","problem","entry_point","solution",
     "tests","expect"}``, accepted when every assert of ``tests`` passes. Repository lines (the
-    ``swe`` family, with ``repo_files``) go to :func:`verigym.graders.swe.bench_verdict`.
+    ``swe`` family, with ``repo_files``) go to :func:`verigym.graders.code.swe.bench_verdict`.
     Raises on infrastructure errors and on malformed lines."""
     if "repo_files" in line:
-        from verigym.graders.swe import bench_verdict as swe_verdict
+        from verigym.graders.code.swe import bench_verdict as swe_verdict
 
         return swe_verdict(line, unsafe_no_sandbox=unsafe_no_sandbox)
     missing = [k for k in ("entry_point", "solution", "tests") if k not in line]

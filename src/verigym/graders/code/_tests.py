@@ -10,14 +10,19 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from verigym.graders._code_codec import CodecError, decode, encode
+from verigym.graders.code._codec import CodecError, decode, encode
 
-if TYPE_CHECKING:
-    from verigym.graders.code import CaseResult
+__all__ = ["CandidateFailure", "CaseResult", "TaskTestsError", "evaluate_asserts"]
 
-__all__ = ["CandidateFailure", "TaskTestsError", "evaluate_asserts"]
+
+@dataclass
+class CaseResult:
+    name: str
+    passed: bool
+    reason: str = ""
 
 
 class TaskTestsError(ValueError):
@@ -122,8 +127,6 @@ def evaluate_asserts(
     tests: str, entries: list[str], call: Callable[[dict[str, Any]], Any], *, stop_on_fail: bool = False
 ) -> list[CaseResult]:
     """Evaluate every assert of ``tests`` with each entry point bound to a proxy over ``call``."""
-    from verigym.graders.code import CaseResult
-
     setup, asserts, names = _split(tests, entries)
     proxy = _Counter()
     proxies = {alias: _Proxy(entry, call, proxy) for alias, entry in names.items()}

@@ -1,6 +1,6 @@
 """One math check, in-process: extract, parse, compare, apply the strictness mode.
 
-Runs inside the grader's worker process (see ``_math_worker``), which enforces the timeout.
+Runs inside the grader's worker process (see ``_worker``), which enforces the timeout.
 Returns a plain tuple so it crosses the process boundary cheaply.
 """
 
@@ -12,12 +12,12 @@ from math import gcd
 
 import sympy
 
-from verigym.graders._math_compare import equal
-from verigym.graders._math_extract import NUMBER_RE, extract, in_question
-from verigym.graders._math_mode import parse_mode
-from verigym.graders._math_norm import clean, repair, split_decor
-from verigym.graders._math_parse import parse
-from verigym.graders._math_values import Group, ParseError, Scalar, Text, Value
+from verigym.graders.math._compare import equal
+from verigym.graders.math._extract import NUMBER_RE, extract, in_question
+from verigym.graders.math._mode import parse_mode
+from verigym.graders.math._norm import clean, repair, split_decor
+from verigym.graders.math._parse import parse
+from verigym.graders.math._values import Group, ParseError, Scalar, Text, Value
 
 __all__ = ["check"]
 

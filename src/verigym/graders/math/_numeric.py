@@ -19,7 +19,7 @@ from typing import Any
 
 import sympy
 
-from verigym.graders._math_values import Scalar
+from verigym.graders.math._values import Scalar
 
 __all__ = ["close", "expr_eq", "num", "points", "sample", "scalar_eq"]
 

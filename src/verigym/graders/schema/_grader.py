@@ -1,6 +1,6 @@
 """Structured-output graders: parse JSON/YAML/TOML/CSV, validate with JSON Schema, check fields.
 
-- ``parse_structured(text, format)`` (in ``_schema_parse``): JSON (bare, inside a ```json fence, or — with
+- ``parse_structured(text, format)`` (in ``_parse``): JSON (bare, inside a ```json fence, or — with
   ``extract=True`` — the one JSON document inside prose; two different documents are a hedge and
   fail), YAML (safe loader; only ``true``/``false`` are booleans, so ``no``/``on`` stay strings),
   TOML (``tomllib``), CSV (header row, a list of row objects; numbers coerced unless ``coerce=False``),
@@ -36,8 +36,8 @@ from typing import Any
 
 import jsonschema
 
-from verigym.graders._schema_parse import Format, ParseError, parse_structured
 from verigym.graders.format import strip_think
+from verigym.graders.schema._parse import Format, ParseError, parse_structured
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 

@@ -34,7 +34,7 @@ class Spawned:
         return bool(self.proc.poll() is None)
 
     def discard(self) -> None:
-        from verigym.graders._code_sandbox_io import kill_group
+        from verigym.graders.code._sandbox_io import kill_group
 
         kill_group(self.proc)
         if self.group is not None:

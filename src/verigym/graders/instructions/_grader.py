@@ -1,7 +1,7 @@
 """Verifiable instructions (IFEval, Zhou et al. 2023): 25 checkers, strict and loose modes.
 
 ``INSTRUCTIONS`` maps each IFEval instruction id (``"keywords:frequency"``, ...) to a checker
-``check(response, **kwargs) -> bool`` (see ``_instructions_checks`` for the list and for the
+``check(response, **kwargs) -> bool`` (see ``_checks`` for the list and for the
 public checker bugs fixed here). ``mode="strict"`` checks the response as written;
 ``mode="loose"`` accepts an instruction when any of IFEval's 8 variants passes: the response,
 without its first line, without its last line, without both, and each of those with ``*`` removed.
@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from verigym.graders._instructions_checks import CHECKERS, Checker
-from verigym.graders._instructions_lang import SUPPORTED_LANGUAGES, detect_language
 from verigym.graders.format import strip_think
+from verigym.graders.instructions._checks import CHECKERS, Checker
+from verigym.graders.instructions._lang import SUPPORTED_LANGUAGES, detect_language
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 

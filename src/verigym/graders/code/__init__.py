@@ -1,0 +1,51 @@
+"""Code family: does a candidate program pass hidden tests when run in a sandbox?
+
+``code_grader`` runs the last fenced Python block of the answer in a bubblewrap sandbox
+(``sandbox``: no network, read-only allow-list of the host, rlimits, cgroups where available) and
+scores the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when all pass
+(``mode="all"``). Function problems: every top-level ``assert`` of ``task.info["tests"]`` is a case,
+evaluated in the grader's process against a proxy of the sandboxed candidate (``_tests``,
+``_session``, ``_worker``, ``_codec``). Stdin/stdout problems (``task.info["io_tests"]``) compare
+output line-wise, exactly (``exact_output``) or with a float tolerance (``float_tol``).
+``swe.swe_grader`` grades repository tasks SWE-bench style: apply the patch, reset protected
+files, run FAIL_TO_PASS / PASS_TO_PASS with pytest in the sandbox (``_patch``, ``_pytest_run``).
+A missing sandbox is an errored grade; ``unsafe_no_sandbox=True`` must be chosen explicitly.
+
+Labeled suites: ``tests/suites/code.jsonl`` and ``tests/suites/code_hostile.jsonl``
+(``--grader code``), ``tests/suites/code_swe.jsonl`` (``--grader swe``).
+
+Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.sandbox``),
+``_sandbox_io`` (limits, staging, output collection), ``_cgroup``, ``_audit`` (sandbox event
+log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker per candidate),
+``_worker`` + ``_codec`` (the stdlib-only program inside the sandbox and its wire format),
+``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``_patch``
+(unified diffs), ``_pytest_run`` (the in-sandbox pytest runner), ``_grader`` (re-exported here).
+"""
+
+from verigym.graders.code._grader import (
+    CaseResult,
+    CodeResult,
+    TaskTestsError,
+    bench_verdict,
+    bench_warmup,
+    code_grader,
+    compare_output,
+    entry_points,
+    extract_code,
+    run_function_tests,
+    run_io_tests,
+)
+
+__all__ = [
+    "CaseResult",
+    "CodeResult",
+    "TaskTestsError",
+    "bench_verdict",
+    "bench_warmup",
+    "code_grader",
+    "compare_output",
+    "entry_points",
+    "extract_code",
+    "run_function_tests",
+    "run_io_tests",
+]

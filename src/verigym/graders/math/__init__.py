@@ -1,0 +1,40 @@
+r"""Math family: is the final answer of a response equivalent to the reference answer?
+
+``check_equivalent(gold, pred)`` extracts the answer (``\boxed{}``, "the answer is", "Answer:", a bare
+answer, the last math span), parses it into a value tree and compares it with the reference: exact
+rationals, tolerant constants, expressions by structure then numeric sampling then ``simplify``,
+equations, sets, intervals, matrices, units. ``math_grader`` wraps it as a ``Grader``.
+
+Modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent`` (default),
+``simplest_form``, ``exact_decimal:N``, ``with_units``. Each check runs in a persistent worker
+process with a hard timeout; a timeout or crash is an errored verdict, never a rejection.
+
+Labeled suite: ``tests/suites/math.jsonl`` (``verigym verifier-bench --grader math``).
+
+Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`` (the parser:
+string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
+``_check`` (one full check), ``_mode`` (mode names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_worker``
+(the timeout worker pool), ``_grader`` (the public functions re-exported here).
+"""
+
+from verigym.graders.math._grader import (
+    DEFAULT_TIMEOUT,
+    SUITE_FIELDS,
+    MathVerdict,
+    bench_verdict,
+    bench_warmup,
+    check_equivalent,
+    extract_answer,
+    math_grader,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "SUITE_FIELDS",
+    "MathVerdict",
+    "bench_verdict",
+    "bench_warmup",
+    "check_equivalent",
+    "extract_answer",
+    "math_grader",
+]

@@ -1,0 +1,47 @@
+"""Tool-call family: did an agent call the right tools with the right arguments, or reach the right state?
+
+Modes, one grader each: ``toolcall_grader`` (BFCL-style AST match of the calls made against
+allowed answers: names, required and unexpected parameters, types, value sets; parallel calls
+order-free unless ``ordered=True``), ``final_state_grader`` (tau-bench style: replay the gold
+actions on a fresh state and compare canonical hashes with the agent's final state) and
+``required_outputs_grader`` (required outputs appear in the replies as whole tokens).
+
+Labeled suite: ``tests/suites/toolcall.jsonl`` (``verigym verifier-bench --grader toolcall``;
+``kind`` ``ast`` | ``state`` | ``outputs``).
+
+Inside: ``_ast_match`` (call matching and type checks), ``_grader`` (re-exported here).
+"""
+
+from verigym.graders.toolcall._grader import (
+    Call,
+    MatchResult,
+    bench_verdict,
+    calls_from_trajectory,
+    check_type,
+    contains_output,
+    final_state_grader,
+    match_any,
+    match_call,
+    match_calls,
+    replay_actions,
+    required_outputs_grader,
+    state_hash,
+    toolcall_grader,
+)
+
+__all__ = [
+    "Call",
+    "MatchResult",
+    "bench_verdict",
+    "calls_from_trajectory",
+    "check_type",
+    "contains_output",
+    "final_state_grader",
+    "match_any",
+    "match_call",
+    "match_calls",
+    "replay_actions",
+    "required_outputs_grader",
+    "state_hash",
+    "toolcall_grader",
+]

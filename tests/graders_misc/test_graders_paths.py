@@ -1,0 +1,88 @@
+"""Every public import path of the graders, and every name each one documents in ``__all__``, imports.
+
+The families are packages (``graders/math/``, ``graders/code/``, ...) that re-export their private
+modules; ``verigym.graders.sandbox`` and ``verigym.graders.swe`` are the code family's modules
+under their original paths.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from verigym.graders.bench import FAMILIES, load_family
+
+DOCUMENTED: dict[str, list[str]] = {
+    "verigym.graders.math": [
+        "DEFAULT_TIMEOUT", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
+        "check_equivalent", "extract_answer", "math_grader",
+    ],
+    "verigym.graders.code": [
+        "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "code_grader",
+        "compare_output", "entry_points", "extract_code", "run_function_tests", "run_io_tests",
+    ],
+    "verigym.graders.sandbox": [
+        "Limits", "Sandbox", "SandboxResult", "SandboxUnavailable", "kill_group", "python_executable",
+        "random_uid", "run_sandboxed", "site_packages",
+    ],
+    "verigym.graders.swe": [
+        "PROTECTED_PATTERNS", "TEST_PATTERNS", "PatchError", "SweResult", "apply_patch", "bench_verdict",
+        "framework_refs", "grade_repo", "is_protected", "is_test_path", "swe_grader",
+    ],
+    "verigym.graders.instructions": [
+        "INSTRUCTIONS", "SUPPORTED_LANGUAGES", "Checker", "InstructionResult", "bench_verdict",
+        "check_instruction", "check_instructions", "detect_language", "instructions_from_info",
+        "instructions_grader", "loose_variants",
+    ],
+    "verigym.graders.judge": [
+        "JUDGE_SYSTEM", "JUDGE_TEMPLATE", "Criterion", "JudgeAgreement", "JudgeCache", "JudgeError",
+        "RubricNode", "Verdict", "bench_verdict", "evaluate_judge", "judge_agreement", "judge_criteria",
+        "judge_grader", "judge_messages", "parse_rubric", "parse_verdict", "quoted_phrase_verdict",
+        "score_node",
+    ],
+    "verigym.graders.schema": [
+        "Format", "ParseError", "bench_verdict", "fields_grader", "fields_score", "parse_structured",
+        "required_paths", "schema_grader", "schema_score",
+    ],
+    "verigym.graders.toolcall": [
+        "Call", "MatchResult", "bench_verdict", "calls_from_trajectory", "check_type", "contains_output",
+        "final_state_grader", "match_any", "match_call", "match_calls", "replay_actions",
+        "required_outputs_grader", "state_hash", "toolcall_grader",
+    ],
+    "verigym.graders.format": [
+        "SUITE_FIELDS", "XMLParser", "bench_verdict", "extract_all_boxed", "extract_answer_line",
+        "extract_boxed", "extract_xml", "format_errors", "format_grader", "strip_think",
+    ],
+    "verigym.graders.length": [
+        "bench_verdict", "completion_lengths", "max_length_grader", "overlong_grader",
+        "soft_overlong_penalties", "soft_overlong_penalty", "token_cost_grader", "token_cost_penalty",
+    ],
+    "verigym.graders.hacking": [
+        "DETECTORS", "any_hacking", "bench_verdict", "cheat_judge", "copied_answer", "deleted_tests",
+        "hacking_penalty", "hedged_answer", "network_attempts", "protected_edits",
+    ],
+    "verigym.graders.bench": [
+        "FAMILIES", "BenchError", "BenchResult", "LineOutcome", "load_family", "load_suite", "run_bench",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted(DOCUMENTED))
+def test_documented_names_import(path: str) -> None:
+    module = importlib.import_module(path)
+    assert sorted(module.__all__) == sorted(DOCUMENTED[path])
+    missing = [name for name in DOCUMENTED[path] if not hasattr(module, name)]
+    assert not missing, f"{path} lacks {missing}"
+
+
+def test_sandbox_and_swe_keep_their_paths() -> None:
+    from verigym.graders import code, sandbox, swe
+
+    assert sandbox.Sandbox is code.sandbox.Sandbox and sandbox.run_sandboxed is code.sandbox.run_sandboxed
+    assert swe.swe_grader is code.swe.swe_grader and swe.bench_verdict is code.swe.bench_verdict
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_bench_family_loads(family: str) -> None:
+    assert callable(load_family(family).verdict)
