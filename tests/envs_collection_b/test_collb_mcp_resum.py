@@ -13,10 +13,9 @@ import pytest
 
 from verigym.envs.summarize import SUMMARY_HEADER, ReSumEnv, approx_tokens
 from verigym.envs.tool import ToolEnv
-from verigym.mcp_tools import MCPError, MCPTools
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.rubric import Grader, Rubric
-from verigym.tools import tool
+from verigym.tools import MCPError, MCPTools, tool
 from verigym.types import Grade, Message, Sampling, Task, ToolCall, Trajectory
 
 SERVER = Path(__file__).with_name("collb_mcp_server.py")

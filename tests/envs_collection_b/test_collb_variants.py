@@ -10,8 +10,9 @@ import pytest
 from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
 from verigym.envs.search import SearchEnv
-from verigym.envs.variants import DISTRACTORS, make_variant, with_tool_variant
+from verigym.envs.tool import with_tool_variant
 from verigym.tools import State, Tool, tool
+from verigym.tools.variants import DISTRACTORS, make_variant
 from verigym.types import Sampling, ToolCall
 
 

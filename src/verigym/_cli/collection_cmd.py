@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from verigym._cli.common import console, fail, parse_kv
+from verigym._cli.common import console, eval_policy, fail, parse_kv
 
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
@@ -68,9 +68,7 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
             fail(f"--policy must be oracle or null, got {policy_kind!r}")
         policy = policy_kind
     else:
-        from verigym._cli.eval_cmd import _policy
-
-        policy, description, _ = _policy(config)
+        policy, description, _ = eval_policy(config)
         console.print(f"[dim]policy: {description}[/]")
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -1,13 +1,19 @@
-"""Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing."""
+"""Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, and the
+policy an eval configuration asks for (used by ``eval`` and ``suite``)."""
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import os
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-__all__ = ["console", "fail", "parse_kv"]
+if TYPE_CHECKING:
+    from verigym.eval.config import EvalConfig
+    from verigym.policies.base import Policy
+
+__all__ = ["console", "eval_policy", "fail", "parse_kv"]
 
 console = Console(stderr=False)
 _err = Console(stderr=True)
@@ -40,3 +46,39 @@ def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
             fail(f"{flag} {item!r}: expected key=value")
         out[key.strip()] = _coerce(value.strip())
     return out
+
+
+def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
+    """The policy, a line describing it, and whether it is remote (to check the endpoint)."""
+    if config.base_url:
+        from verigym.policies.openai import OpenAIPolicy
+
+        key = None
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env)
+            if not key:
+                fail(
+                    f"--api-key-env {config.api_key_env}: the environment variable {config.api_key_env} is not set"
+                )
+        elif all("api.openai.com" in u for u in config.base_url):
+            key = os.environ.get("OPENAI_API_KEY") or fail(
+                "api.openai.com needs a key: set OPENAI_API_KEY or --api-key-env"
+            )
+        policy = OpenAIPolicy(
+            config.model or "",
+            config.base_url,
+            api_key=key,
+            concurrency=config.concurrency,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
+        return policy, f"{config.model or '(server default)'} at {', '.join(config.base_url)}", True
+    try:
+        from verigym.policies.default import default_policy
+    except ImportError as exc:
+        fail(f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url")
+    try:
+        local, message = default_policy(config.model)
+    except (OSError, ValueError) as exc:
+        fail(f"--model {config.model}: cannot load the local model ({exc})")
+    return local, message, False

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import sys
@@ -19,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from verigym._cli.common import console, fail, parse_kv
+from verigym._cli.common import console, eval_policy, fail, parse_kv
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
     from verigym.eval.config import EvalConfig
-    from verigym.policies.base import Policy
 
 __all__ = ["register"]
 
@@ -74,42 +72,6 @@ def _resolve(
     return config, saved
 
 
-def _policy(config: EvalConfig) -> tuple[Policy, str, bool]:
-    """The policy, a line describing it, and whether it is remote (to check the endpoint)."""
-    if config.base_url:
-        from verigym.policies.openai import OpenAIPolicy
-
-        key = None
-        if config.api_key_env:
-            key = os.environ.get(config.api_key_env)
-            if not key:
-                fail(
-                    f"--api-key-env {config.api_key_env}: the environment variable {config.api_key_env} is not set"
-                )
-        elif all("api.openai.com" in u for u in config.base_url):
-            key = os.environ.get("OPENAI_API_KEY") or fail(
-                "api.openai.com needs a key: set OPENAI_API_KEY or --api-key-env"
-            )
-        policy = OpenAIPolicy(
-            config.model or "",
-            config.base_url,
-            api_key=key,
-            concurrency=config.concurrency,
-            timeout=config.timeout,
-            max_retries=config.max_retries,
-        )
-        return policy, f"{config.model or '(server default)'} at {', '.join(config.base_url)}", True
-    try:
-        from verigym.policies.default import default_policy
-    except ImportError as exc:
-        fail(f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url")
-    try:
-        local, message = default_policy(config.model)
-    except (OSError, ValueError) as exc:
-        fail(f"--model {config.model}: cannot load the local model ({exc})")
-    return local, message, False
-
-
 async def _check(policy: Any, config: EvalConfig) -> None:
     from verigym.policies.base import PolicyError
 
@@ -150,7 +112,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         fail(f"environment {config.env!r}: cannot load tasks: {exc}")
     if not tasks:
         fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
-    policy, description, remote = _policy(config)
+    policy, description, remote = eval_policy(config)
     if not remote:
         console.print(f"[yellow]{escape(description)}[/]")
     progress = Progress(

@@ -18,7 +18,7 @@ A malformed row is a ``DatasetError`` naming ``file:line``. A file has only the 
 runs code in the bubblewrap sandbox (no network, stdout returned) for up to ``max_turns`` turns;
 ``self_check`` — after the first answer the environment asks the model to check its work, and
 the second answer is graded. ``tool_variant=SEED`` (python_tool only) renames and rewords the
-tool (see ``envs.variants``).
+tool (see ``tools.variants``).
 
 **Grader.** ``graders.math.math_grader`` on the final answer (last ``\\boxed{}`` first), with
 ``task.info["math_mode"]`` or ``mode`` as the strictness mode.

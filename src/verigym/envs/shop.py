@@ -13,7 +13,7 @@ the user asks, e.g. a new address) and ``info["outputs"]`` the facts the reply m
 ``search_products``, ``update_address``, ``cancel_order``, ``refund`` and ``place_order``
 (``SHOP_TOOLS``; ``env.tools`` is the tuple offered to the model, ``env.tool(name)`` finds
 one — wrap, rename or reorder them freely; ``tool_variant=SEED`` offers a seeded variant with
-renamed tools and arguments, reworded descriptions and distractors, see ``envs.variants``). Tools work on the episode's own copy of the
+renamed tools and arguments, reworded descriptions and distractors, see ``tools.variants``). Tools work on the episode's own copy of the
 database, ``state["db"]`` (a ``State`` parameter), so episodes never share writes. A policy
 violation (cancelling a shipped order, refunding more than was paid) is a tool error the
 model sees.

@@ -17,7 +17,8 @@ in the background, so long-running sync tools should bound themselves.
 
 Tool variations: ``tool_variant=SEED`` (or ``apply_tool_variant(seed)``) offers a seeded
 variant of the tools (renamed functions and arguments, reworded descriptions, another order,
-distractor tools; see ``verigym.envs.variants``). The ``oracle_policy()`` and ``null_policy()``
+distractor tools; see ``verigym.tools.variants``); ``with_tool_variant(env, seed)`` applies one
+to an already-built environment. The ``oracle_policy()`` and ``null_policy()``
 a subclass defines are then wrapped so they still speak the original names: their calls are
 mapped through the variant.
 """
@@ -25,6 +26,7 @@ mapped through the variant.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 from abc import ABC
 from collections.abc import Callable, Sequence
@@ -33,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 from verigym.envs.base import MultiTurnEnv
 from verigym.rubric import Rubric
 from verigym.tools import Tool, ToolArgumentError
+from verigym.tools.variants import ToolVariant, make_variant
 from verigym.types import Message, ToolCall, Trajectory
 
 if TYPE_CHECKING:
-    from verigym.envs.variants import ToolVariant
     from verigym.policies.base import Policy
 
-__all__ = ["ToolEnv"]
+__all__ = ["ToolEnv", "with_tool_variant"]
 
 
 def _describe(exc: BaseException) -> str:
@@ -97,8 +99,6 @@ class ToolEnv(MultiTurnEnv, ABC):
 
     def apply_tool_variant(self, seed: int | None) -> None:
         """Offer the variant of the original tools drawn from ``seed`` (None: the originals again)."""
-        from verigym.envs.variants import make_variant
-
         if isinstance(seed, bool) or not (seed is None or isinstance(seed, int)):
             raise ValueError(f"tool_variant must be an integer seed, got {seed!r}")
         if seed is None:
@@ -168,3 +168,15 @@ def _through_variant(method: Callable[[Any], Policy | None]) -> Callable[[Any], 
 
     wrapped._variant_wrapped = True  # type: ignore[attr-defined]
     return wrapped
+
+
+def with_tool_variant(env: ToolEnv, seed: int | None) -> ToolEnv:
+    """A shallow copy of ``env`` offering the variant of its tools drawn from ``seed`` (None: ``env``).
+
+    Its ``oracle_policy()`` and ``null_policy()`` are mapped through the variant.
+    """
+    if seed is None:
+        return env
+    clone = copy.copy(env)
+    clone.apply_tool_variant(seed)
+    return clone

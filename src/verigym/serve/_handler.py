@@ -1,5 +1,5 @@
 """The request handling of ``verigym serve``: OpenAI requests in, rows for ``LocalPolicy.submit``, OpenAI
-responses (and SSE chunks) out. ``serve.py`` wires it into FastAPI."""
+responses (and SSE chunks) out. ``_app`` wires it into FastAPI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from verigym._serve_wire import (
+from verigym.policies._chat import encode_chat
+from verigym.policies.base import PolicyError
+from verigym.policies.local import LocalPolicy, RowResult, RowSpec
+from verigym.serve._wire import (
     ApiError,
     ChatRequest,
     CompletionRequest,
@@ -21,9 +24,6 @@ from verigym._serve_wire import (
     legacy_logprobs,
     status_of,
 )
-from verigym.policies._chat import encode_chat
-from verigym.policies.base import PolicyError
-from verigym.policies.local import LocalPolicy, RowResult, RowSpec
 from verigym.types import Completion, Sampling
 
 __all__ = ["Handler"]

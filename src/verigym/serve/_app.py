@@ -27,8 +27,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from verigym._serve_handler import Handler
-from verigym._serve_wire import (
+from verigym.policies.base import PolicyError
+from verigym.policies.local import LocalPolicy
+from verigym.serve._handler import Handler
+from verigym.serve._wire import (
     ApiError,
     ChatRequest,
     CompletionRequest,
@@ -36,8 +38,6 @@ from verigym._serve_wire import (
     UnloadLoraRequest,
     error_body,
 )
-from verigym.policies.base import PolicyError
-from verigym.policies.local import LocalPolicy
 
 __all__ = ["RunningServer", "create_app", "serve", "spawn_server"]
 

@@ -16,7 +16,7 @@ forward to the variant, so the oracle solves every variant.
 
 Seed 0 is the identity only in name: every seed draws a variant; pass ``None`` for none.
 ``ToolEnv(tool_variant=SEED)`` applies it (see ``verigym.envs.tool``); ``with_tool_variant(env,
-seed)`` applies it to an already-built environment.
+seed)`` in that module applies it to an already-built environment.
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 from pydantic import ConfigDict
 
-from verigym.tools import Tool, _is_async, strip_titles, tool
+from verigym.tools._tool import Tool, _is_async, strip_titles, tool
 from verigym.types import Completion, Message, Sampling, ToolCall
 
 if TYPE_CHECKING:
-    from verigym.envs.tool import ToolEnv
     from verigym.policies.base import Policy
 
-__all__ = ["DISTRACTORS", "ToolVariant", "VariantPolicy", "make_variant", "with_tool_variant"]
+__all__ = ["DISTRACTORS", "ToolVariant", "VariantPolicy", "make_variant"]
 
 _PREFIXES = ("", "fetch_", "get_", "do_", "run_", "tool_", "call_")
 _SUFFIXES = ("", "_v2", "_tool", "_fn", "_op")
@@ -312,15 +311,3 @@ def make_variant(
     return ToolVariant(
         seed=seed, tools=tuple(out), names=names, args=args, distractors=tuple(d.name for d in extra)
     )
-
-
-def with_tool_variant(env: ToolEnv, seed: int | None) -> ToolEnv:
-    """A shallow copy of ``env`` offering the variant of its tools drawn from ``seed`` (None: ``env``).
-
-    Its ``oracle_policy()`` and ``null_policy()`` are mapped through the variant.
-    """
-    if seed is None:
-        return env
-    clone = copy.copy(env)
-    clone.apply_tool_variant(seed)
-    return clone
