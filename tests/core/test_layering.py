@@ -1,0 +1,228 @@
+"""The package's layering (docs/architecture.md): imports only go down, and no import cycles.
+
+Every module under ``src/verigym`` is read with ``ast``: module-level, in-function and
+``TYPE_CHECKING`` imports all count (a lazy import is still a dependency). Layers, bottom up::
+
+    1 types, _report
+    2 tools (and mcp_tools, its old path), rubric, graders, policies
+    3 envs
+    4 runner, serve
+    5 eval, train, data, select, scale
+    6 cli, _cli, __main__, and the package's own __init__
+
+A module may import from its own layer or below, never above. Within a layer, packages may use
+each other, but neither modules nor top-level packages may import each other in a cycle.
+``train`` never imports ``eval`` (both stand on ``runner``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import verigym
+
+LAYERS: dict[str, int] = {
+    "types": 1,
+    "_report": 1,  # HTML/figure helpers for eval, train and select reports; imports nothing of verigym
+    "tools": 2,
+    "mcp_tools": 2,  # re-exports tools._mcp under its old path
+    "rubric": 2,
+    "graders": 2,
+    "policies": 2,
+    "envs": 3,
+    "runner": 4,
+    "serve": 4,
+    "eval": 5,
+    "train": 5,
+    "data": 5,
+    "select": 5,
+    "scale": 5,
+    "cli": 6,
+    "_cli": 6,
+    "__main__": 6,
+    "": 6,  # verigym/__init__.py, the public API
+}
+FORBIDDEN = {("train", "eval")}
+
+Graph = dict[str, dict[str, int]]  # module -> {imported module: line}
+
+
+def _modules(root: Path, package: str) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def import_graph(root: Path, package: str = "verigym") -> Graph:
+    """Every module of the package under ``root`` and the package modules it imports (with the line)."""
+    modules = _modules(root, package)
+    graph: Graph = {}
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        here = name.split(".") if is_pkg else name.split(".")[:-1]
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    stem = here[: len(here) - node.level + 1]
+                    base = ".".join([*stem, base] if base else stem)
+                # ``from pkg import sub`` imports the submodule when there is one.
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                while target and target not in modules:  # ``import a.b.c`` of a name, not a module
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.setdefault(target, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layer_violations(graph: Graph, layers: Mapping[str, int] = LAYERS) -> list[str]:
+    problems = []
+    for module, edges in sorted(graph.items()):
+        if _part(module) not in layers:
+            problems.append(
+                f"{module}: '{_part(module)}' has no layer; add it to LAYERS and docs/architecture.md"
+            )
+        for target, line in sorted(edges.items()):
+            a, b = _part(module), _part(target)
+            if a in layers and b in layers and layers[b] > layers[a]:
+                problems.append(
+                    f"{module}:{line} imports {target} (layer {layers[b]} '{b}' is above layer {layers[a]} '{a}')"
+                )
+            if (a, b) in FORBIDDEN:
+                problems.append(f"{module}:{line} imports {target} ('{a}' must never import '{b}')")
+    return sorted(set(problems))
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def package_graph(graph: Graph) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        a = _part(module)
+        out.setdefault(a, set()).update(b for b in map(_part, edges) if b != a)
+    return out
+
+
+def _cycle_lines(graph: Graph, component: list[str]) -> str:
+    members = set(component)
+    return "; ".join(
+        f"{m}:{line} -> {t}" for m in component for t, line in sorted(graph[m].items()) if t in members
+    )
+
+
+ROOT = Path(verigym.__file__).resolve().parent
+
+
+def test_no_module_imports_from_a_higher_layer() -> None:
+    problems = layer_violations(import_graph(ROOT))
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = import_graph(ROOT)
+    found = cycles(graph)
+    assert not found, "\n".join(_cycle_lines(graph, c) for c in found)
+
+
+def test_no_import_cycles_between_top_level_packages() -> None:
+    found = cycles(package_graph(import_graph(ROOT)))
+    assert not found, f"top-level packages import each other: {found}"
+
+
+def test_every_graders_family_has_a_documented_init() -> None:
+    graders = ROOT / "graders"
+    for family in sorted(p for p in graders.iterdir() if (p / "__init__.py").exists()):
+        doc = ast.get_docstring(ast.parse((family / "__init__.py").read_text())) or ""
+        assert "tests/suites/" in doc, f"graders/{family.name}/__init__.py: say where its labeled suite is"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / "pkg" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "pkg"
+
+
+def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "types.py": "def f():\n    from pkg.envs import base\n",  # lazy, still upward
+            "envs/__init__.py": "",
+            "envs/base.py": "from pkg.envs import tool\n",
+            "envs/tool.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .base import X\n",
+            "graders/__init__.py": "",
+            "graders/math.py": "from pkg import types\n",
+        },
+    )
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.types"] == {"pkg.envs.base": 2}
+    assert graph["pkg.graders.math"] == {"pkg.types": 1}
+    assert layer_violations(graph) == [
+        "pkg.types:2 imports pkg.envs.base (layer 3 'envs' is above layer 1 'types')"
+    ]
+    assert cycles(graph) == [["pkg.envs.base", "pkg.envs.tool"]]
+    assert cycles(package_graph(graph)) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
