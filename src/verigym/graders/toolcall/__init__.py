@@ -2,7 +2,8 @@
 
 Modes, one grader each: ``toolcall_grader`` (BFCL-style AST match of the calls made against
 allowed answers: names, required and unexpected parameters, types, value sets; parallel calls
-order-free unless ``ordered=True``), ``final_state_grader`` (tau-bench style: replay the gold
+order-free unless ``ordered=True``; ``strings="bfcl"`` compares strings with BFCL's documented
+normalisation, punctuation and case ignored), ``final_state_grader`` (tau-bench style: replay the gold
 actions on a fresh state and compare canonical hashes with the agent's final state) and
 ``required_outputs_grader`` (required outputs appear in the replies as whole tokens).
 
@@ -13,9 +14,11 @@ Inside: ``_ast_match`` (call matching and type checks), ``_grader`` (re-exported
 """
 
 from verigym.graders.toolcall._grader import (
+    STRING_MODES,
     Call,
     MatchResult,
     bench_verdict,
+    bfcl_string,
     calls_from_trajectory,
     check_type,
     contains_output,
@@ -30,9 +33,11 @@ from verigym.graders.toolcall._grader import (
 )
 
 __all__ = [
+    "STRING_MODES",
     "Call",
     "MatchResult",
     "bench_verdict",
+    "bfcl_string",
     "calls_from_trajectory",
     "check_type",
     "contains_output",

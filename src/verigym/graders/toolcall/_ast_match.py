@@ -14,12 +14,22 @@ Leaderboard"):
 - types are checked to any depth (array items, object properties, tuple positions), not one level;
 - a ``tuple`` parameter is not satisfied by any list: its length and per-position types are checked;
 - ``bool`` is not an ``integer`` (Python's ``True == 1``), while an integer is accepted for a float;
-- string normalisation is casefold + whitespace only (``"Paris,FR"`` equals ``"paris, fr"``), so ``"-5"`` is not ``"5"`` and ``"a.b"`` is
-  not ``"ab"`` (BFCL deletes punctuation before comparing).
+- string normalisation (``strings="strict"``, the default) is casefold + whitespace only
+  (``"Paris,FR"`` equals ``"paris, fr"``), so ``"-5"`` is not ``"5"`` and ``"a.b"`` is not
+  ``"ab"``. ``strings="bfcl"`` follows BFCL's documented normalisation instead (its
+  ``standardize_string``: spaces and ``, . / - _ * ^`` deleted, lowercased, ``'`` read as
+  ``"``), so "Seattle WA" equals "Seattle, WA" — use it to reproduce BFCL's scores.
+
+``strings="bfcl"`` also applies BFCL's type rules: an allowed value whose type differs from the
+declared type (BFCL's *variable reference*: the string ``"data['sales']"`` allowed for an
+``array`` parameter; strings allowed in an ``array`` of integers) accepts a value of that same
+type, compared as written; a JSON string holding an array is read as that array. In the default
+mode the declared type wins (a wrong-typed allowed value is a gold error, never a pass).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -28,8 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "STRING_MODES",
     "Call",
     "MatchResult",
+    "bfcl_string",
     "check_type",
     "match_call",
     "match_calls",
@@ -38,6 +50,8 @@ __all__ = [
 ]
 
 _LIST_PUNCT = re.compile(r"\s*([,;])\s*")
+_BFCL_STRIP = re.compile(r"[ ,./\-_*^]")
+STRING_MODES = ("strict", "bfcl")
 _INT_TYPES = {"integer", "int"}
 _FLOAT_TYPES = {"float", "number", "double"}
 _STR_TYPES = {"string", "str"}
@@ -64,6 +78,17 @@ def normalise_string(value: str) -> str:
     """Unicode NFKC, casefold, trimmed, whitespace collapsed (none before ``,`` ``;``, one after)."""
     text = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
     return _LIST_PUNCT.sub(r"\1 ", text).strip()
+
+
+def bfcl_string(value: str) -> str:
+    """BFCL's ``standardize_string``: spaces and ``, . / - _ * ^`` removed, lowercased, ``'`` → ``"``."""
+    return _BFCL_STRIP.sub("", value).lower().replace("'", '"')
+
+
+def _strings_equal(a: str, b: str, strings: str) -> bool:
+    if strings == "bfcl":
+        return bfcl_string(a) == bfcl_string(b)
+    return normalise_string(a) == normalise_string(b)
 
 
 def check_type(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
@@ -130,26 +155,26 @@ def _numbers_equal(a: Any, b: Any) -> bool:
     return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
 
 
-def values_equal(value: Any, allowed: Any) -> bool:
-    """Deep equality with normalised strings, int == float, bool never a number."""
+def values_equal(value: Any, allowed: Any, strings: str = "strict") -> bool:
+    """Deep equality with normalised strings (``strings`` mode), int == float, bool never a number."""
     if isinstance(allowed, bool) or isinstance(value, bool):
         return isinstance(allowed, bool) and isinstance(value, bool) and allowed is value
     if isinstance(allowed, int | float) and isinstance(value, int | float):
         return _numbers_equal(value, allowed)
     if isinstance(allowed, str) and isinstance(value, str):
-        return normalise_string(value) == normalise_string(allowed)
+        return _strings_equal(value, allowed, strings)
     if isinstance(allowed, list | tuple) and isinstance(value, list | tuple):
         return len(value) == len(allowed) and all(
-            values_equal(v, a) for v, a in zip(value, allowed, strict=True)
+            values_equal(v, a, strings) for v, a in zip(value, allowed, strict=True)
         )
     if isinstance(allowed, Mapping) and isinstance(value, Mapping):
-        return _dict_matches(value, allowed)
+        return _dict_matches(value, allowed, strings)
     if allowed is None or value is None:
         return allowed is None and value is None
     return False
 
 
-def _dict_matches(value: Mapping[str, Any], allowed: Mapping[str, Any]) -> bool:
+def _dict_matches(value: Mapping[str, Any], allowed: Mapping[str, Any], strings: str = "strict") -> bool:
     """A nested dict answer: each key maps to a list of allowed values (``""`` = may be omitted)
     in BFCL's nested form, or to a literal value."""
     for key in value:
@@ -161,17 +186,38 @@ def _dict_matches(value: Mapping[str, Any], allowed: Mapping[str, Any]) -> bool:
             if "" not in opts:
                 return False
             continue
-        if not any(values_equal(value[key], o) for o in opts if o != "" or value[key] == ""):
+        if not any(values_equal(value[key], o, strings) for o in opts if o != "" or value[key] == ""):
             return False
     return True
 
 
-def _param_ok(value: Any, options: Sequence[Any]) -> bool:
-    return any(values_equal(value, o) for o in options if not (o == "" and value != ""))
+def _param_ok(value: Any, options: Sequence[Any], strings: str = "strict") -> bool:
+    return any(values_equal(value, o, strings) for o in options if not (o == "" and value != ""))
+
+
+def _variable_reference(value: Any, options: Sequence[Any], schema: Mapping[str, Any], strings: str) -> bool:
+    """BFCL's rule: an allowed value of another type than declared (a variable's name, or an
+    array written as a JSON string) accepts a value of that same type, compared as written."""
+    for option in options:
+        if option == "" or check_type(option, schema, "") is None:
+            continue
+        if type(option) is type(value) and values_equal(value, option, strings):
+            return True
+        if isinstance(option, str) and isinstance(value, list | tuple):
+            try:
+                parsed = json.loads(option)
+            except ValueError:
+                continue
+            if isinstance(parsed, list) and values_equal(value, parsed, strings):
+                return True
+    return False
 
 
 def match_call(
-    call: Call, answer: Mapping[str, Mapping[str, Sequence[Any]]], doc: Mapping[str, Any] | None
+    call: Call,
+    answer: Mapping[str, Mapping[str, Sequence[Any]]],
+    doc: Mapping[str, Any] | None,
+    strings: str = "strict",
 ) -> MatchResult:
     """Does ``call`` satisfy one expected ``answer`` (``{name: {param: [allowed, ...]}}``)?"""
     if len(answer) != 1:
@@ -192,8 +238,10 @@ def match_call(
         if key not in params or (doc is not None and key not in props):
             return MatchResult(False, f"{name}: unexpected parameter {key!r}")
         if key in props and (err := check_type(value, props[key], f"{name}.{key}")) is not None:
+            if strings == "bfcl" and _variable_reference(value, params[key], props[key], strings):
+                continue
             return MatchResult(False, err)
-        if not _param_ok(value, params[key]):
+        if not _param_ok(value, params[key], strings):
             return MatchResult(False, f"{name}.{key}: value {value!r} not in allowed {list(params[key])!r}")
     for key, options in params.items():
         if key not in call.arguments and "" not in options:
@@ -207,8 +255,13 @@ def match_calls(
     functions: Sequence[Mapping[str, Any]] | None = None,
     *,
     ordered: bool = False,
+    strings: str = "strict",
 ) -> MatchResult:
-    """Match every call to exactly one answer (order-free unless ``ordered``); no extra, no missing."""
+    """Match every call to exactly one answer (order-free unless ``ordered``); no extra, no missing.
+
+    ``strings``: ``"strict"`` or ``"bfcl"`` string comparison (see the module docstring)."""
+    if strings not in STRING_MODES:
+        raise ValueError(f"strings must be one of {STRING_MODES}, got {strings!r}")
     docs = {str(f.get("name")): f for f in functions or ()}
     if len(calls) != len(answers):
         names = [c.name for c in calls]
@@ -223,11 +276,11 @@ def match_calls(
 
     if ordered:
         for c, a in zip(calls, answers, strict=True):
-            res = match_call(c, a, doc_of(a))
+            res = match_call(c, a, doc_of(a), strings)
             if not res.ok:
                 return res
         return MatchResult(True)
-    ok = [[match_call(c, a, doc_of(a)) for a in answers] for c in calls]
+    ok = [[match_call(c, a, doc_of(a), strings) for a in answers] for c in calls]
     owner: list[int | None] = [None] * len(answers)
 
     def augment(i: int, seen: set[int]) -> bool:  # Kuhn's bipartite matching; n is tiny

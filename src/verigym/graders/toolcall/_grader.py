@@ -42,14 +42,24 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from verigym.graders.format import strip_think
-from verigym.graders.toolcall._ast_match import Call, MatchResult, check_type, match_call, match_calls
+from verigym.graders.toolcall._ast_match import (
+    STRING_MODES,
+    Call,
+    MatchResult,
+    bfcl_string,
+    check_type,
+    match_call,
+    match_calls,
+)
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, ToolCall, Trajectory
 
 __all__ = [
+    "STRING_MODES",
     "Call",
     "MatchResult",
     "bench_verdict",
+    "bfcl_string",
     "calls_from_trajectory",
     "check_type",
     "contains_output",
@@ -117,12 +127,15 @@ def match_any(
     functions: Sequence[Mapping[str, Any]] | None = None,
     *,
     ordered: bool = False,
+    strings: str = "strict",
 ) -> MatchResult:
-    """Match ``calls`` against one answer list or any of several alternative answer lists."""
+    """Match ``calls`` against one answer list or any of several alternative answer lists.
+
+    ``strings="bfcl"`` compares strings as BFCL does (punctuation, spaces and case ignored)."""
     docs = _function_docs(functions)
     first: MatchResult | None = None
     for alt in _alternatives(answers):
-        res = match_calls(calls, alt, docs, ordered=ordered)
+        res = match_calls(calls, alt, docs, ordered=ordered, strings=strings)
         if res.ok:
             return res
         first = first or res
@@ -134,6 +147,7 @@ def toolcall_grader(
     functions: Sequence[Mapping[str, Any]] | None = None,
     *,
     ordered: bool = False,
+    strings: str = "strict",
     weight: float = 1.0,
     name: str = "toolcall",
 ) -> Grader:
@@ -141,7 +155,13 @@ def toolcall_grader(
 
     ``answers=None`` reads ``task.info["answers"]``; ``functions=None`` reads
     ``task.info["functions"]`` (or ``"tools"``) when present. ``answers=[]`` means "no call".
+    ``strings``: ``"strict"`` (casefold and whitespace only) or ``"bfcl"`` (BFCL's documented
+    normalisation: spaces and ``, . / - _ * ^`` ignored, so "Seattle WA" matches "Seattle, WA";
+    with BFCL's type rules too, e.g. a variable-reference string allowed for an array, see
+    ``_ast_match``).
     """
+    if strings not in STRING_MODES:
+        raise ValueError(f"strings must be one of {STRING_MODES}, got {strings!r}")
 
     def grade(task: Task, trajectory: Trajectory) -> Grade:
         gold = answers if answers is not None else task.info.get("answers")
@@ -152,7 +172,7 @@ def toolcall_grader(
             calls = calls_from_trajectory(trajectory)
         except ValueError as exc:
             return Grade(score=0.0, detail=f"malformed call: {exc}")
-        res = match_any(calls, gold, docs, ordered=ordered)
+        res = match_any(calls, gold, docs, ordered=ordered, strings=strings)
         return Grade(score=float(res.ok), detail="match" if res.ok else res.reason)
 
     return Grader(grade, weight=weight, name=name)
@@ -300,7 +320,9 @@ def bench_verdict(line: dict[str, Any]) -> bool:
             calls = [_to_call(c) for c in line["calls"]]
         except ValueError:
             return False
-        return match_any(calls, line["answers"], line.get("functions")).ok
+        return match_any(
+            calls, line["answers"], line.get("functions"), strings=line.get("strings", "strict")
+        ).ok
     if kind == "state":
         task = Task(id=str(line["id"]), prompt=(), info={"gold_actions": line["gold_actions"]})
         agent = replay_actions(
