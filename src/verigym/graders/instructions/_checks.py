@@ -11,6 +11,10 @@ Each checker is ``check(response, **kwargs) -> bool``; kwargs use IFEval's names
 - ``combination:repeat_prompt`` needs an answer after the repeated request;
 - bullets must be ``*``/``-``/``+`` followed by a space (a ``---`` rule is not a bullet);
 - a postscript must start a line.
+
+Kept from the official checkers: ``startend:end_checker`` ignores double quotes wrapped around
+the whole reply. An instruction naming a language the offline detector does not cover raises
+``ValueError`` (a grader error with the reason), never a silent fail.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from verigym.graders.instructions._lang import detect_language
+from verigym.graders.instructions._lang import SUPPORTED_LANGUAGES, detect_language
 from verigym.graders.instructions._text import (
     count_keyword,
     count_words,
@@ -73,7 +77,13 @@ def letter_frequency(response: str, *, letter: str, let_frequency: int, let_rela
 
 
 def response_language(response: str, *, language: str) -> bool:
-    return detect_language(response) == language.strip().lower()
+    code = language.strip().lower()
+    if code not in SUPPORTED_LANGUAGES:
+        raise ValueError(
+            f"language {language!r} is not supported by the offline detector "
+            f"(supported: {' '.join(SUPPORTED_LANGUAGES)})"
+        )
+    return detect_language(response) == code
 
 
 def number_sentences(response: str, *, num_sentences: int, relation: str) -> bool:
@@ -193,7 +203,10 @@ def repeat_prompt(response: str, *, prompt_to_repeat: str) -> bool:
 
 
 def end_checker(response: str, *, end_phrase: str) -> bool:
-    return response.strip().lower().endswith(end_phrase.strip().lower())
+    phrase = end_phrase.strip().lower()
+    text = response.strip().lower()
+    # as the official checker: a reply wrapped in double quotes still ends with the phrase
+    return text.endswith(phrase) or text.strip('"“”').strip().endswith(phrase)
 
 
 def capital_word_frequency(response: str, *, capital_frequency: int, capital_relation: str) -> bool:

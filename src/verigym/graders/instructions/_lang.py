@@ -98,7 +98,10 @@ _BY_SCRIPT = {
 SUPPORTED_LANGUAGES = sorted(
     {*_SINGLE_SCRIPT.values(), "zh", "ja", *(lang for langs in _BY_SCRIPT.values() for lang in langs)}
 )
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+# letters plus the combining marks of the scripts above (vowel signs are marks, not \w: without
+# them "आहे" splits into pieces that match other languages' stop words)
+_MARKED = r"(?:[^\W\d_]|[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0900-\u0dff\u0e31-\u0e4e])"
+_WORD = re.compile(_MARKED + "+(?:['’]" + _MARKED + "+)*")
 
 
 def _script(ch: str) -> str | None:
