@@ -6,6 +6,10 @@ Tasks come as a list (the ``test`` split), a ``{split: tasks}`` dict, or a file 
 first use (so construction reads nothing). ``seed`` reorders tasks only when ``shuffle=True``.
 Its oracle answers each task's reference answer (or ``oracle_reply(task)``, when a grader wants
 a format such as ``\\boxed{}``); its null policy answers nothing.
+
+``public_info_keys`` names ``Task.info`` keys whose values the prompt states on purpose (a keyword
+to use, or metadata that restates the question, as reasoning-gym's does): they still reach only
+the graders, but ``check-env``'s leak check does not report them when they echo the prompt.
 """
 
 from __future__ import annotations
@@ -60,8 +64,15 @@ class DatasetEnv(SingleTurnEnv):
         fields: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
         oracle_reply: Callable[[Task], str] | None = None,
+        public_info_keys: Sequence[str] = (),
     ) -> None:
+        """``tasks``: a list, ``{split: tasks}`` or a JSONL/Parquet path (``fields`` maps its columns);
+        ``oracle_reply(task)``: the oracle's reply (default the reference answer);
+        ``public_info_keys``: ``Task.info`` keys whose values the prompt states on purpose, e.g.
+        reasoning-gym metadata that restates the question — still hidden from the model's view of
+        ``info``, but not reported by ``check-env``'s leak check (see the module docstring)."""
         super().__init__(rubric=rubric, system_prompt=system_prompt, timeout_s=timeout_s)
+        self.public_info_keys = tuple(public_info_keys)
         self.name = name
         self.description = description or self.description
         self.shuffle = shuffle
