@@ -1,0 +1,164 @@
+"""The ``ifeval`` environment: IFEval / IFBench-format prompts from a file, graded by the instruction checkers.
+
+**Task.** One row of a JSON Lines file in IFEval's format (Zhou et al. 2023,
+"Instruction-Following Evaluation for Large Language Models"), the same as IFBench's::
+
+    {"key": 1000, "prompt": "Write a 300+ word summary ...", "instruction_id_list": [...], "kwargs": [{...}, ...]}
+
+``path=FILE`` is required: IFEval's ``input_data.jsonl`` (or the ``google/IFEval`` dataset's train
+split written out as JSON Lines) works as it is. A row may add ``"response"``: a reference reply
+that follows every instruction, which the oracle answers (without it the environment has no
+oracle). The key is the task id; ``instruction_id_list`` and ``kwargs`` are public info (the
+prompt states them).
+
+**Harness.** Single turn.
+
+**Graders** (``graders.instructions``, ``mode`` strict or loose as IFEval defines them):
+``followed`` — the fraction of the row's instructions followed (IFEval's instruction-level
+accuracy, weight 0.3) — and ``all_followed`` — 1 only when all are (prompt-level accuracy, weight
+0.7). An instruction id verigym has no checker for (IFBench's new ones) or a language the offline
+detector does not cover is a grader error naming it, never a 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
+from verigym.envs.base import SingleTurnEnv
+from verigym.envs.datasets import DatasetError
+from verigym.envs.registry import EnvArgError
+from verigym.graders.instructions import INSTRUCTIONS, instructions_grader
+from verigym.policies.base import Policy
+from verigym.policies.scripted import Reply, ScriptedPolicy
+from verigym.rubric import Grader, Rubric
+from verigym.types import Grade, Message, Task, Trajectory
+
+__all__ = ["IfevalEnv", "load_ifeval"]
+
+
+def _row_task(row: Any, where: str) -> Task:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
+    for field in ("key", "prompt", "instruction_id_list"):
+        if field not in row:
+            raise DatasetError(f"{where}: missing field {field!r} (row has: {', '.join(map(str, row))})")
+    ids = row["instruction_id_list"]
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise DatasetError(f"{where}: field 'instruction_id_list' must be a non-empty list of strings")
+    kwargs = row.get("kwargs") or [{} for _ in ids]
+    if not isinstance(kwargs, list) or len(kwargs) != len(ids):
+        raise DatasetError(f"{where}: field 'kwargs' must be a list with one object per instruction id")
+    if not all(k is None or isinstance(k, dict) for k in kwargs):
+        raise DatasetError(f"{where}: each entry of 'kwargs' must be an object")
+    if not isinstance(row["prompt"], str) or not row["prompt"].strip():
+        raise DatasetError(f"{where}: field 'prompt' must be a non-empty string")
+    info: dict[str, Any] = {
+        "instruction_id_list": ids,
+        "kwargs": [{k: v for k, v in (kw or {}).items() if v is not None} for kw in kwargs],
+    }
+    answer = None
+    if "response" in row:
+        if not isinstance(row["response"], str):
+            raise DatasetError(f"{where}: field 'response' must be a string")
+        answer = row["response"]
+    return Task(
+        id=str(row["key"]), prompt=(Message(role="user", content=row["prompt"]),), answer=answer, info=info
+    )
+
+
+def load_ifeval(path: str | Path) -> list[Task]:
+    """Tasks from an IFEval/IFBench JSON Lines file (one row per line; see the module docstring)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"{p}: no such file")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{p}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            task = _row_task(row, where)
+            if task.id in seen:
+                raise DatasetError(f"{where}: duplicate key {task.id!r}")
+            seen.add(task.id)
+            tasks.append(task)
+    return tasks
+
+
+class IfevalEnv(SingleTurnEnv):
+    """IFEval/IFBench-format prompts from a file; strict or loose instruction checking."""
+
+    name = "ifeval"
+    description = (
+        "IFEval/IFBench-format prompts from a JSONL file (path=); strict or loose instruction checkers."
+    )
+    public_info_keys = ("instruction_id_list", "kwargs")
+
+    def __init__(
+        self, path: str | None = None, mode: str = "strict", system_prompt: str | None = None
+    ) -> None:
+        if path is None:
+            raise EnvArgError(
+                "ifeval: give --env-arg path=FILE.jsonl (IFEval's input_data.jsonl or rows "
+                "{key, prompt, instruction_id_list, kwargs})"
+            )
+        self._path = Path(path)
+        if not self._path.is_file():
+            raise EnvArgError(f"ifeval: path {path!r} is not a file")
+        self.mode = choice_arg("ifeval", "mode", mode, ("strict", "loose"))
+        fraction = instructions_grader(self.mode, name="followed")  # type: ignore[arg-type]
+
+        async def all_followed(task: Task, trajectory: Trajectory) -> Grade:
+            grade = await fraction.grade(task, trajectory)
+            if not grade.ok:
+                raise ValueError(grade.error)
+            detail = json.loads(grade.detail)
+            return Grade(score=float(detail["all_followed"]), detail=f"failed: {detail['failed']}")
+
+        super().__init__(
+            rubric=Rubric(
+                [
+                    Grader(fraction.fn, weight=0.3, name="followed"),
+                    Grader(all_followed, weight=0.7, name="all_followed"),
+                ]
+            ),
+            system_prompt=system_prompt,
+        )
+        self._tasks: list[Task] | None = None
+        self._book = TaskBook()
+
+    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
+        if split != "test":
+            raise ValueError(f"ifeval has only a test split, not {split!r}")
+        if self._tasks is None:
+            self._tasks = load_ifeval(self._path)
+        out = self._tasks if n is None else self._tasks[:n]
+        return self._book.record(out)
+
+    def unsupported(self) -> list[str]:
+        """Instruction ids in the file that verigym has no checker for (IFBench's new ones)."""
+        every = {i for t in self.tasks() for i in t.info["instruction_id_list"]}
+        return sorted(every - set(INSTRUCTIONS))
+
+    def oracle_policy(self) -> Policy | None:
+        """Answers each row's ``response`` (None when some row has none)."""
+        tasks = self.tasks()
+        if not tasks or any(t.answer is None for t in tasks):
+            return None
+
+        def solve(task: Task, messages: Sequence[Message]) -> Reply:
+            return task.answer or ""
+
+        return lookup_oracle(self._book, solve, name="ifeval-oracle")
+
+    def null_policy(self) -> Policy:
+        return ScriptedPolicy(lambda messages: "", name="ifeval-null")

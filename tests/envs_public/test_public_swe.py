@@ -1,0 +1,97 @@
+"""The swe_instances environment on the fixture instances (local repositories, bubblewrap)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from verigym.envs._swe_docker import docker_status
+from verigym.envs.check import check_env
+from verigym.envs.datasets import DatasetError
+from verigym.envs.registry import EnvArgError, load_env
+from verigym.envs.swe_instances import SweInstancesEnv, load_instances
+from verigym.policies.scripted import ScriptedPolicy
+from verigym.types import Sampling, Score
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "swe_instances" / "instances.json"
+
+CHEAT = "\n".join(
+    [
+        "```diff",
+        "--- a/tests/test_stats.py",
+        "+++ b/tests/test_stats.py",
+        "@@ -8,4 +8,4 @@",
+        " ",
+        " ",
+        " def test_median_odd():",
+        "-    assert median([3, 1, 2]) == 2",
+        "+    assert True",
+        "```",
+    ]
+)
+
+
+def score_reply(reply: str, index: int = 1) -> Score:
+    env = SweInstancesEnv(path=str(FIXTURE))
+    task = env.tasks()[index]
+
+    async def run() -> Score:
+        traj = await env.rollout(task, ScriptedPolicy(lambda m: reply), Sampling())
+        return await env.rubric.score(task, traj)
+
+    return asyncio.run(run())
+
+
+def test_check_env_passes_on_the_fixture_instances() -> None:
+    report = check_env(load_env("swe_instances", path=str(FIXTURE)), n=3)
+    assert report.ok, report.failures
+    details = {r.name: r.detail for r in report.results}
+    assert "1.000" in details["oracle"] and "0.000" in details["null"]
+
+
+def test_instances_read_swe_bench_fields() -> None:
+    tasks = load_instances(FIXTURE)
+    assert [t.id for t in tasks] == ["textkit__textkit-1", "numkit__numkit-2"]
+    first = tasks[0]
+    assert first.info["fail_to_pass"] == ["tests/test_slug.py::test_repeated_spaces",
+                                          "tests/test_slug.py::test_surrounding_spaces"]  # fmt: skip
+    assert list(first.info["hidden_tests"]) == ["tests/test_slug.py"]
+    assert "test_repeated_spaces" not in first.prompt[0].content  # hidden tests stay hidden
+    assert "def slugify" in first.prompt[0].content
+
+
+def test_editing_the_tests_is_reset_and_fails() -> None:
+    score = score_reply(CHEAT)
+    assert score.reward == 0.0 and score.error is None
+    assert "reset 1" in next(iter(score.grades.values())).detail
+
+
+def test_a_patch_that_does_not_apply_is_a_fail() -> None:
+    score = score_reply("```diff\n--- a/numkit/nope.py\n+++ b/numkit/nope.py\n@@ -1 +1 @@\n-a\n+b\n```")
+    assert score.reward == 0.0 and score.error is None
+
+
+def test_docker_runtime_needs_an_engine() -> None:
+    why = docker_status()
+    if why is None:
+        assert SweInstancesEnv(path=str(FIXTURE), runtime="docker", image="python:3.11").runtime == "docker"
+    else:
+        with pytest.raises(EnvArgError, match="runtime=docker but") as err:
+            SweInstancesEnv(path=str(FIXTURE), runtime="docker")
+        assert "\n" not in str(err.value)
+
+
+def test_bad_instances_are_one_line_errors(tmp_path: Path) -> None:
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps([{"instance_id": "x", "problem_statement": "p", "FAIL_TO_PASS": [],
+                                 "test_patch": "", "repo_dir": "nowhere"}]))  # fmt: skip
+    with pytest.raises(DatasetError, match=r"inst.json\[0\]: repository directory .*nowhere does not exist"):
+        load_instances(path)
+    path.write_text(json.dumps([{"instance_id": "x", "problem_statement": "p"}]))
+    with pytest.raises(DatasetError, match="missing field 'FAIL_TO_PASS'"):
+        load_instances(path)
+    with pytest.raises(EnvArgError, match="runtime must be one of"):
+        SweInstancesEnv(path=str(FIXTURE), runtime="podman")
