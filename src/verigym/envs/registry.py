@@ -8,7 +8,8 @@ environments advertised in the ``verigym.envs`` entry-point group of an installe
     my-env = "my_package.envs:MyEnv"
 
 A name may also be an import spec, ``package.module:attr`` or ``path/to/file.py:attr``, where
-``attr`` is an ``Environment`` instance, class or factory function.
+``attr`` is an ``Environment`` instance, class or factory function, or ``rg:DATASET`` for a
+reasoning-gym dataset (``verigym.envs.rg``; needs the optional ``reasoning-gym`` package).
 
 Errors are one line for the CLI: an unknown name raises ``UnknownEnvError`` listing the known
 names; keyword arguments the factory does not take, or values it rejects, raise
@@ -17,6 +18,7 @@ names; keyword arguments the factory does not take, or values it rejects, raise
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -104,6 +106,18 @@ _BUILTINS: dict[str, _Entry] = {
     "calc": _Entry(
         "verigym.envs.calc:CalcEnv",
         "Multiply two 3-digit numbers through a calc tool and copy its result (tool use).",
+    ),
+    "bfcl": _Entry(
+        "verigym.envs.bfcl:BfclEnv",
+        "BFCL function calling (category=simple|multiple|parallel|parallel_multiple); BFCL-mode AST match.",
+    ),
+    "ifeval": _Entry(
+        "verigym.envs.ifeval:IfevalEnv",
+        "IFEval/IFBench-format prompts from a JSONL file (path=); strict or loose instruction checkers.",
+    ),
+    "swe_instances": _Entry(
+        "verigym.envs.swe_instances:SweInstancesEnv",
+        "SWE-bench-format instances over local repo dirs (path=); a diff graded by hidden tests.",
     ),
     "rubric_writing": _Entry(
         "verigym.envs.rubric_writing:RubricWritingEnv",
@@ -195,6 +209,10 @@ def _resolve(name: str) -> Any:
     ep = _entry_points().get(name)
     if ep is not None:
         return ep.load()
+    if name.startswith("rg:") and len(name) > 3:
+        from verigym.envs.rg import rg_env
+
+        return functools.partial(rg_env, name[3:])
     if ":" in name:
         return _import_attr(name)
     known = ", ".join(list_envs()) or "none"
