@@ -103,7 +103,7 @@ def test_missing_package_and_unknown_dataset_are_one_line_errors(
     with pytest.raises(EnvArgError, match="size must be a positive integer"):
         load_env("rg:sums", size=0)
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)
-    with pytest.raises(EnvArgError, match=r"reasoning-gym is not installed \(pip install 'verigym\[rg\]'\)"):
+    with pytest.raises(EnvArgError, match=r"reasoning-gym is not installed \(pip install reasoning-gym\)"):
         load_env("rg:sums")
 
 

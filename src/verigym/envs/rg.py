@@ -55,7 +55,7 @@ def _module() -> Any:
     try:
         return importlib.import_module("reasoning_gym")
     except ModuleNotFoundError:
-        raise EnvArgError("rg: reasoning-gym is not installed (pip install 'verigym[rg]')") from None
+        raise EnvArgError("rg: reasoning-gym is not installed (pip install reasoning-gym)") from None
 
 
 def rg_env(
