@@ -7,13 +7,15 @@ equations, sets, intervals, matrices, units. ``math_grader`` wraps it as a ``Gra
 
 Modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent`` (default),
 ``simplest_form``, ``exact_decimal:N``, ``with_units``. Each check runs in a persistent worker
-process with a hard timeout; a timeout or crash is an errored verdict, never a rejection.
+process with a hard timeout; a timeout or crash is an errored verdict, never a rejection. Verdicts
+are cached, and common answers (numbers, fractions, simple LaTeX, lists, tuples, intervals) are
+decided in the calling process by exact rational arithmetic (``_rational``), without sympy.
 
 Labeled suite: ``tests/suites/math.jsonl`` (``verigym verifier-bench --grader math``).
 
 Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`` (the parser:
 string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
-``_check`` (one full check), ``_mode`` (mode names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_worker``
+``_check`` (one full check), ``_rational`` (the exact fast path), ``_mode`` (mode names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_worker``
 (the timeout worker pool), ``_grader`` (the public functions re-exported here).
 """
 
@@ -24,6 +26,7 @@ from verigym.graders.math._grader import (
     bench_verdict,
     bench_warmup,
     check_equivalent,
+    clear_caches,
     extract_answer,
     math_grader,
 )
@@ -35,6 +38,7 @@ __all__ = [
     "bench_verdict",
     "bench_warmup",
     "check_equivalent",
+    "clear_caches",
     "extract_answer",
     "math_grader",
 ]

@@ -1,10 +1,15 @@
 """A fast path from simple LaTeX to sympy, bypassing the ANTLR parser (10-100x slower).
 
-Covers numbers, single-letter variables, ``+ - * / ^ !``, parentheses and braces, ``\\frac``,
-``\\sqrt`` (and ``\\sqrt[n]``), ``\\pi``, ``\\infty``, ``\\cdot``, ``\\times``, ``\\div``, implicit
-products, ``e^{...}`` and functions applied to parentheses (``\\sin(x)``, ``\\ln(x)``). Anything
-else returns None and the caller uses ``latex2sympy2_extended``. The conventions are that
-parser's: letters are lower-cased symbols, ``e`` is Euler's number, ``\\log`` is base 10.
+Covers numbers, single-letter variables, lower-case Greek letters, subscripted variables
+(``x_1``, ``a_{37}``), ``+ - * / ^ !``, parentheses and braces, ``\\frac``, ``\\sqrt`` (and
+``\\sqrt[n]``), ``\\pi``, ``\\infty``, ``\\cdot``, ``\\times``, ``\\div``, implicit products,
+``e^{...}``, functions applied to parentheses (``\\sin(x)``, ``\\ln(x)``) and to one bare operand
+that ends a term (``\\sin\\theta``, ``\\cos 2 + x``). Anything else returns None and the caller uses
+``latex2sympy2_extended``. The conventions are that parser's: letters are lower-cased symbols,
+``e`` is Euler's number, ``\\log`` is base 10, ``x_{2}`` is ``x_2``, and a function's bare argument
+runs over an implicit product that follows (``\\sin x y``: left to it), but an explicit ``\\cdot``
+or ``\\times`` ends it (``\\cot t \\cdot \\ln t`` is ``cot(t) ln(t)``, where that parser reads
+``cot(t ln t)``).
 """
 
 from __future__ import annotations
@@ -22,8 +27,35 @@ _FUNCS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "cot": "cot", "sec": "sec", "csc": "csc",
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log", "log": "log10", "exp": "exp",
 }  # fmt: skip
-_CMDS = r"\\(?:frac|sqrt|pi|cdot|times|div|infty|" + "|".join(_FUNCS) + r")(?![a-zA-Z])"
-_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|[a-zA-Z]|[+\-*/^!(){}\[\]]|\s+")
+_GREEK = (
+    "alpha",
+    "beta",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+)  # fmt: skip  (no \\gamma: the full parser reads it as Euler's constant)
+_CMDS = (
+    r"\\(?:frac|sqrt|pi|cdot|times|div|infty|" + "|".join(_FUNCS) + "|" + "|".join(_GREEK) + r")(?![a-zA-Z])"
+)
+_SUB = r"_(?:\{[a-z0-9]+\}|[a-z0-9])"
+_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|" + _SUB + r"|[a-zA-Z]|[+\-*/^!(){}\[\]]|\s+")
+_ENDS_TERM = (None, "+", "-", ")", "}", "\\cdot", "\\times")
 _LOCALS: dict[str, Any] = {
     "pi": sympy.pi, "E": sympy.E, "oo": sympy.oo, "sqrt": sympy.sqrt, "root": sympy.root,
     "factorial": sympy.factorial, "log10": lambda x: sympy.log(x, 10),
@@ -42,6 +74,36 @@ class _Reader:
         self.toks = [t for t in tokens if not t.isspace()]
         self.spaced = tokens
         self.i = 0
+        self.symbols: dict[str, Any] = {}  # placeholder identifier -> named symbol (x_1, lambda)
+
+    def named(self, name: str) -> str:
+        """A placeholder identifier for the symbol ``name`` (which may be a Python keyword)."""
+        ident = f"_v{len(self.symbols)}"
+        self.symbols[ident] = sympy.Symbol(name)
+        return ident
+
+    def subscript(self, base: str) -> str:
+        """``x_1`` / ``x_{12}``: the full parser's name (one-character braces dropped)."""
+        sub = self.take()[1:]
+        inner = sub[1:-1] if sub.startswith("{") else sub
+        return self.named(f"{base}_{inner if len(inner) == 1 else '{' + inner + '}'}")
+
+    def bare_operand(self) -> str | None:
+        """A function's argument without parentheses (``\\sin\\theta``, ``\\cos 2``), only when a
+        sum, a bracket or an explicit product sign follows: ``\\cot t \\cdot \\ln t`` is
+        ``cot(t) ln(t)`` (the full parser would read ``cot(t ln t)``); ``\\sin x y`` is left to it."""
+        t = self.peek()
+        if t is None or not (t.isdigit() or (len(t) == 1 and t.isalpha()) or t[1:] in _GREEK or t == "\\pi"):
+            return None
+        j = self.i + 1
+        if j < len(self.toks) and self.toks[j].startswith("_"):
+            j += 1
+        if (self.toks[j] if j < len(self.toks) else None) not in _ENDS_TERM:
+            return None
+        if t.isdigit():
+            self.take()
+            return t
+        return self.operand()
 
     def peek(self) -> str | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -87,12 +149,20 @@ class _Reader:
                 self.take()
                 power = self.group()
             if self.peek() != "(":
-                raise _Unsupported  # "\sin 2x": argument extent is the full parser's call
+                arg = self.bare_operand()
+                if arg is None:
+                    raise _Unsupported  # "\sin 2x": argument extent is the full parser's call
+                call = f"{_FUNCS[t[1:]]}({arg})"
+                return f"({call})**({power})" if power else call
             self.take()
             call = f"{_FUNCS[t[1:]]}({self.until(')')})"
             return f"({call})**({power})" if power else call
         if t == "\\pi":
             return "pi"
+        if t[1:] in _GREEK:
+            if self.peek() == "(":
+                raise _Unsupported
+            return self.subscript(t[1:]) if (self.peek() or "").startswith("_") else self.named(t[1:])
         if t == "\\infty":
             return "oo"
         if t[0].isdigit() or t[0] == ".":
@@ -100,6 +170,10 @@ class _Reader:
         if t.isalpha():
             if self.peek() == "(":
                 raise _Unsupported  # "f(x)": maybe a function call
+            if t in ("E", "e") and (self.peek() or "").startswith("_"):
+                raise _Unsupported
+            if (self.peek() or "").startswith("_"):
+                return self.subscript(t.lower())
             if t == "E":
                 raise _Unsupported  # the full parser reads "E" as a symbol and "e" as Euler's number
             return "E" if t == "e" else t.lower()
@@ -146,11 +220,15 @@ def fast_sympy(s: str) -> Any | None:
     except _Unsupported:
         return None
     names = dict(_LOCALS)
+    names.update(reader.symbols)
     names.update({c: sympy.Symbol(c) for c in set(re.findall(r"(?<![a-zA-Z_])[a-z](?![a-zA-Z_(])", code))})
     try:
-        return parse_expr(code, local_dict=names)
+        expr = parse_expr(code, local_dict=names)
     except (SyntaxError, TypeError, ValueError, ZeroDivisionError, TokenError, AttributeError):
         return None
+    if isinstance(expr, sympy.Basic) and expr.has(sympy.zoo, sympy.nan):
+        return None  # "\\cot\\pi": the full parser keeps cot(pi) unevaluated
+    return expr
 
 
 def _plain(s: str) -> str:

@@ -21,18 +21,25 @@ answer) and returns a ``MathVerdict``. What it does, and how it differs from Mat
 Strictness modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent``
 (default), ``simplest_form`` (``2/4`` is rejected), ``exact_decimal:N`` (exactly N places, the
 reference rounded half up), ``with_units`` (the reference's unit, percent or degree sign is
-required). Each check runs in a persistent worker process with a hard timeout; a timeout or
-internal crash is an *errored* verdict (``error`` set), never a rejection.
+required). Speed: verdicts are cached by (gold, pred, mode, question); common answers (numbers,
+fractions, simple LaTeX, percent, units, lists, tuples, intervals, sets of those) are decided in
+this process by exact rational arithmetic (``_rational``, no sympy); the rest runs in a
+persistent worker process with a hard timeout; a timeout or internal crash is an *errored*
+verdict (``error`` set), never a rejection, and is not cached.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from verigym.graders.math._extract import extract, strip_math_delims
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import repair
+from verigym.graders.math._rational import fast_check
 from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -44,12 +51,16 @@ __all__ = [
     "bench_verdict",
     "bench_warmup",
     "check_equivalent",
+    "clear_caches",
     "extract_answer",
     "math_grader",
 ]
 
 DEFAULT_TIMEOUT = 10.0
 SUITE_FIELDS = ("gold", "pred")  # verifier-bench: required keys of a math suite line
+_CACHE_SIZE = 65_536
+_CACHE: OrderedDict[tuple[str, str, str, str | None], tuple[bool, str, str | None]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -82,23 +93,65 @@ def check_equivalent(
     unknown mode.
     """
     parse_mode(mode)
-    args = (gold, pred, mode, question)
+    key = (gold, pred, mode, question)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+        if hit is not None:
+            return MathVerdict(*hit)
+    hit = _fast(key)
+    if hit is None:
+        try:
+            hit = _full_check(key, timeout)
+        except Exception as exc:  # errors are verdicts with a reason, never cached
+            return _errored(exc)
+    with _CACHE_LOCK:
+        _CACHE[key] = hit
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return MathVerdict(*hit)
+
+
+def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
+    try:
+        return fast_check(*args)
+    except Exception:  # the full check decides (and reports) anything the fast path trips on
+        return None
+
+
+def _full_check(
+    args: tuple[str, str, str, str | None], timeout: float | None
+) -> tuple[bool, str, str | None]:
     if timeout is None:
         from verigym.graders.math._check import check
 
-        try:
-            accepted, reason, extracted = check(*args)
-        except Exception as exc:
-            msg = f"math check failed: {type(exc).__name__}: {exc}"
-            return MathVerdict(False, msg, None, msg)
-        return MathVerdict(accepted, reason, extracted)
-    try:
-        accepted, reason, extracted = default_pool().run(args, timeout)
-    except CheckTimeout as exc:
+        return check(*args)
+    accepted, reason, extracted = default_pool().run(args, timeout)
+    return bool(accepted), str(reason), extracted
+
+
+def _errored(exc: Exception) -> MathVerdict:
+    if isinstance(exc, CheckTimeout):
         return MathVerdict(False, f"math check timed out: {exc}", None, f"timeout: {exc}")
-    except CheckCrashed as exc:
+    if isinstance(exc, CheckCrashed):
         return MathVerdict(False, f"math check failed: {exc}", None, f"error: {exc}")
-    return MathVerdict(accepted, reason, extracted)
+    msg = f"math check failed: {type(exc).__name__}: {exc}"
+    return MathVerdict(False, msg, None, msg)
+
+
+def clear_caches() -> None:
+    """Forget every cached verdict and parse, here and in the worker processes (benchmarks
+    measuring cold checks call this before each line)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+    for name in ("verigym.graders.math._parse", "verigym.graders.math._values"):
+        module = sys.modules.get(name)
+        for fn in ("parse", "to_sympy"):
+            cached = getattr(module, fn, None)
+            if cached is not None and hasattr(cached, "cache_clear"):
+                cached.cache_clear()
+    default_pool().clear_caches()
 
 
 def extract_answer(text: str, *, question: str | None = None, reference: bool = False) -> str | None:

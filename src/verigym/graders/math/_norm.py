@@ -25,6 +25,7 @@ _UNICODE = {
     "°": "^\\circ ", "＞": ">", "＜": "<", "²": "^2", "³": "^3", "，": ",", "：": ":", "∈": "\\in ",
     "α": "\\alpha ", "β": "\\beta ", "θ": "\\theta ", "λ": "\\lambda ", "±": "\\pm ", "∓": "\\mp ",
     "\u00a0": " ", "≈": "\\approx ", "…": "\\ldots ",
+    **{chr(0x2460 + k): f"{k + 1}, " for k in range(20)},  # circled numbers: "②③" lists 2 and 3
 }  # fmt: skip
 _DROP = re.compile(
     r"\\(?:left|right|big|Big|bigg|Bigg|bigl|bigr|Bigl|Bigr|displaystyle|textstyle|limits)(?![a-zA-Z])"
@@ -90,7 +91,7 @@ def clean(s: str) -> str:
     s = _fix_braceless(s)
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"^(?:\\text\{\s*\}|[:,;\s]|\.(?!\d))+|(?:[.,;\s]|\\text\{\s*\})+$", "", s)
-    return s
+    return re.sub(r"(?<=[\w}])\s*\^$", "", s)  # "90^": a superscript lost in transcription
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def _top_has(s: str, *seps: str) -> bool:
 
 
 def _parse_item(s: str) -> Value:
-    s = s.strip()
+    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # "(-1/2, \\sqrt{2}.]": a stray period
     s = re.sub(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", "", s)  # "Sequence 1: ..." / "Paolo: 18"
     if re.fullmatch(r"\d{1,2}:\d{2}", s):
         return Text(s)  # a time of day, not a ratio

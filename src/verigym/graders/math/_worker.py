@@ -11,6 +11,7 @@ an error too, never as a rejection.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
 import select
@@ -26,6 +27,7 @@ __all__ = ["CheckCrashed", "CheckTimeout", "WorkerPool", "default_pool"]
 
 _STARTUP_S = 120.0
 _HEADER = struct.Struct("!I")
+_CLEAR = ("__clear_caches__",)  # a frame that empties the worker's parse caches
 
 
 class CheckTimeout(Exception):
@@ -89,10 +91,19 @@ def _serve() -> None:
         except (EOFError, OSError):
             return
         try:
-            reply: tuple[str, Any] = ("ok", check(*args))
+            reply: tuple[str, Any] = ("ok", _clear()) if args == _CLEAR else ("ok", check(*args))
         except Exception as exc:  # reported to the caller as an errored verdict
             reply = ("error", f"{type(exc).__name__}: {exc}")
         _write(out, reply)
+
+
+def _clear() -> bool:
+    from verigym.graders.math._parse import parse
+    from verigym.graders.math._values import to_sympy
+
+    parse.cache_clear()
+    to_sympy.cache_clear()
+    return True
 
 
 _SPAWNER: ThreadPoolExecutor | None = None
@@ -205,6 +216,15 @@ class WorkerPool:
         try:
             return w.call(args, timeout)
         finally:
+            self._release(w)
+
+    def clear_caches(self) -> None:
+        """Empty the parse caches of every idle worker (busy ones keep theirs)."""
+        with self._cond:
+            idle, self._idle = self._idle, []
+        for w in idle:
+            with contextlib.suppress(CheckTimeout, CheckCrashed):  # a dead worker has no caches
+                w.call(_CLEAR, _STARTUP_S)
             self._release(w)
 
     def warm(self) -> None:

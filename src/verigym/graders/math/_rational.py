@@ -1,0 +1,385 @@
+"""The math grader's fast path: common answers decided by exact rational arithmetic, no sympy.
+
+``fast_check(gold, pred, mode, question)`` runs the same extraction as the full check and then
+reads both answers with a small exact reader: integers, decimals, fractions (``\\frac``, ``a/b``),
+``+ - * / ^`` on them, ``\\sqrt`` of perfect squares, percent signs, units, currency signs,
+thousands separators, infinity, and lists, tuples, intervals and sets of those. Comparison
+follows the full grader's rules exactly (``_numeric.scalar_eq``, ``_compare.equal``:
+rounded decimals, percent readings, open/closed interval ends, multisets). Anything outside
+that (a letter, an equation, an irrational, a degree sign, a decimal inside an expression, a
+rounding decision within float error of its bound, a strictness mode other than
+``equivalent``) returns ``None`` and the caller runs the full check. The fast path never
+decides what the full check would decide differently (a property test compares them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import product
+
+from verigym.graders.math._extract import extract, in_question
+from verigym.graders.math._norm import clean, repair, split_decor, split_top
+
+__all__ = ["fast_check"]
+
+_MAX_PRED = 4000  # longer texts are extracted in a worker, under the hard timeout
+_MAX_BITS = 4096
+_NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # _values.NUM_RE
+_DEFER = re.compile(
+    r"[=<>:;|!]|\\(?:le|ge|ne|pm|mp|approx|cup|cap|setminus|begin|circ|in|sim|equiv|to|ldots|mid)(?![a-zA-Z])"
+    r"|\band\b|\bor\b|\^\s*\\circ|\\text\s*\{\s*(?:and|or|,)"
+)
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/^{}()])")
+
+
+class _Defer(Exception):
+    """Outside the fast path's domain: the full check decides."""
+
+
+@dataclass(frozen=True)
+class Num:
+    """An exact number as written: ``places``/``sig`` for a decimal literal (``_values.Scalar``)."""
+
+    value: Fraction | None  # None: infinity (``inf`` gives the sign)
+    places: int | None = None
+    sig: int = 0
+    percent: bool = False
+    inf: int = 0
+
+
+@dataclass(frozen=True)
+class Seq:
+    open: str
+    close: str
+    items: tuple[Val, ...]
+
+
+@dataclass(frozen=True)
+class Group:
+    items: tuple[Val, ...]
+
+
+Val = Num | Seq | Group
+
+
+def _literal(raw: str, percent: bool = False) -> Num:
+    body = raw.lstrip("+-")
+    value = Fraction(body) if body not in (".", "") else Fraction(0)
+    places = len(body.split(".")[1]) if "." in body else None
+    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
+    return Num(-value if raw.startswith("-") else value, places, sig, percent)
+
+
+class _Reader:
+    """Exact arithmetic on a token list; raises ``_Defer`` on anything not plainly rational."""
+
+    def __init__(self, s: str) -> None:
+        self.toks: list[str] = []
+        pos = 0
+        while pos < len(s):
+            m = _TOKEN.match(s, pos)
+            if m is None:
+                if s[pos:].strip():
+                    raise _Defer
+                break
+            self.toks.append(m.group(1))
+            pos = m.end()
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, want: str | None = None) -> str:
+        t = self.peek()
+        if t is None or (want is not None and t != want):
+            raise _Defer
+        self.i += 1
+        return t
+
+    def expr(self) -> Fraction:
+        v = self.term()
+        while self.peek() in ("+", "-"):
+            v = v + self.term() if self.take() == "+" else v - self.term()
+        return v
+
+    def term(self) -> Fraction:
+        v = self.unary()
+        while self.peek() in ("*", "/", "\\cdot", "\\times", "\\div"):
+            op = self.take()
+            w = self.unary()
+            if op in ("/", "\\div"):
+                if w == 0:
+                    raise _Defer
+                v = v / w
+            else:
+                v = v * w
+            _check_size(v)
+        return v
+
+    def unary(self) -> Fraction:
+        if self.peek() in ("+", "-"):
+            return self.unary() if self.take() == "+" else -self.unary()
+        return self.power()
+
+    def power(self) -> Fraction:
+        v = self.atom()
+        if self.peek() == "^":
+            self.take()
+            if self.peek() == "{":
+                self.take()
+                e = self.expr()
+                self.take("}")
+            else:
+                t = self.take()
+                if not re.fullmatch(r"\d", t):
+                    raise _Defer
+                e = Fraction(int(t))
+            if e.denominator != 1 or abs(e) > 256 or (v == 0 and e < 0):
+                raise _Defer
+            v = v ** int(e)
+            _check_size(v)
+            if self.peek() == "^":
+                raise _Defer
+        return v
+
+    def atom(self) -> Fraction:
+        t = self.take()
+        if t in ("(", "{"):
+            v = self.expr()
+            self.take(")" if t == "(" else "}")
+        elif t == "\\frac":
+            self.take("{")
+            a = self.expr()
+            self.take("}")
+            self.take("{")
+            b = self.expr()
+            self.take("}")
+            if b == 0:
+                raise _Defer
+            v = a / b
+        elif t == "\\sqrt":
+            self.take("{")
+            v = _exact_sqrt(self.expr())
+            self.take("}")
+        elif t.isdigit():
+            v = Fraction(int(t))
+        else:  # a decimal inside an expression is read as a float by the full parser; infinity
+            raise _Defer
+        nxt = self.peek()
+        if nxt is not None and (nxt[0].isdigit() or nxt[0] == "." or nxt in ("(", "{", "\\frac", "\\sqrt")):
+            raise _Defer  # implicit products and mixed numbers ("2\\frac{1}{2}", "1 000")
+        return v
+
+
+def _check_size(v: Fraction) -> None:
+    if v.numerator.bit_length() > _MAX_BITS or v.denominator.bit_length() > _MAX_BITS:
+        raise _Defer
+
+
+def _exact_sqrt(v: Fraction) -> Fraction:
+    if v < 0:
+        raise _Defer
+    from math import isqrt
+
+    a, b = isqrt(v.numerator), isqrt(v.denominator)
+    if a * a != v.numerator or b * b != v.denominator:
+        raise _Defer
+    return Fraction(a, b)
+
+
+def _number(core: str, percent: bool) -> Num:
+    if _NUM_RE.match(core):
+        return _literal(core, percent)
+    stripped = core.strip()
+    m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)
+    if m:
+        return Num(None, percent=percent, inf=-1 if m[1] == "-" else 1)
+    if re.search(r"\d\.|\.\d", core):
+        raise _Defer
+    reader = _Reader(core)
+    if not reader.toks:
+        raise _Defer
+    v = reader.expr()
+    if reader.peek() is not None:
+        raise _Defer
+    return Num(v, percent=percent)
+
+
+def _bracketed(s: str) -> tuple[str, str, str] | None:
+    for o in ("\\langle", "\\{", "(", "["):
+        if s.startswith(o):
+            for c in ("\\rangle", "\\}", ")", "]"):
+                if s.endswith(c) and len(s) > len(o) + len(c) - 1:
+                    inner = s[len(o) : len(s) - len(c)]
+                    if _balanced(inner):
+                        return o, c, inner
+    return None
+
+
+def _balanced(s: str) -> bool:
+    depth = 0
+    for c in s.replace("\\{", "(").replace("\\}", ")"):
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _item(s: str) -> Val:
+    s = s.strip()
+    br = _bracketed(s)
+    if br is not None:
+        o, c, inner = br
+        items = [p for p in split_top(inner, (",", ";")) if p]
+        if o == "\\{":
+            return Group(tuple(_item(p) for p in items))
+        if len(items) >= 2 or o != "(" or c != ")":
+            return Seq(o, c, tuple(_item(p) for p in items))
+    core, decor = split_decor(s)
+    if decor.degree:
+        raise _Defer
+    core = core.strip()
+    if re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])", "", core)):
+        raise _Defer
+    return _number(core, decor.percent)
+
+
+def fast_parse(s: str) -> tuple[Val, ...]:
+    """The readings of an answer string (``_parse.parse``), or ``_Defer``."""
+    s = clean(s)
+    s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
+    if s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):
+        s = s[1:-1].strip()
+    if not s or _DEFER.search(s) or ("\\text" in s and re.search(r"\band\b|\bor\b", s)):
+        raise _Defer
+    readings: list[Val] = []
+    if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
+        readings.append(_literal(s.replace(",", "").replace(" ", "")))
+    elif re.fullmatch(r"-?\d+,\d+", s):
+        readings.append(_literal(s.replace(",", ".")))
+    parts = [p for p in split_top(s, (",",)) if p]
+    readings.append(_item(parts[0]) if len(parts) == 1 else Group(tuple(_item(p) for p in parts)))
+    return tuple(readings)
+
+
+# --- comparison: the full grader's rules (``_numeric``, ``_compare``) on exact values ---
+
+
+def _rounds_to(dec: Num, other: Fraction) -> bool:
+    """``_numeric._rounds_to`` decided exactly; ``_Defer`` within float error of the bound."""
+    assert dec.places is not None and dec.value is not None
+    if max(abs(dec.value), abs(other)) > 10**15:
+        raise _Defer
+    diff = abs(dec.value - other)
+    bound = Fraction(1, 2 * 10**dec.places)
+    margin = bound / 10**6 + (abs(dec.value) + abs(other) + 1) / 10**12
+    if abs(diff - bound) <= margin:
+        raise _Defer
+    return diff < bound
+
+
+def _hundredth(n: Num) -> Num:
+    assert n.value is not None
+    return Num(n.value / 100, None if n.places is None else n.places + 2, n.sig)
+
+
+def _const_eq(g: Num, p: Num) -> bool:
+    gv, pv = g.value, p.value
+    assert gv is not None and pv is not None
+    if gv == pv:
+        return True
+    if p.places is not None and g.places is None and p.sig >= 2:
+        return _rounds_to(p, gv) and not (gv.denominator == 1 and p.places == 0)
+    if g.places is not None and p.places is None and g.sig >= 3 and pv.denominator != 1:
+        return _rounds_to(g, pv)
+    if g.places is not None and p.places is not None and g.places != p.places:
+        coarse, fine = (g, pv) if g.places < p.places else (p, gv)
+        return coarse.sig >= 3 and _rounds_to(coarse, fine)
+    return False
+
+
+def _scalar_eq(g: Num, p: Num) -> bool:
+    if g.value is None or p.value is None:
+        return g.value is None and p.value is None and g.inf == p.inf
+    greads, preads = [g], [p]
+    if g.percent and not p.percent:
+        greads.append(_hundredth(g))
+    if p.percent and not g.percent:
+        preads.append(_hundredth(p))
+    return any(_const_eq(a, b) for a, b in product(greads, preads))
+
+
+def _flat(v: Val) -> Val:
+    while isinstance(v, Group) and len(v.items) == 1:
+        v = v.items[0]
+    return v
+
+
+def _multiset_eq(gs: tuple[Val, ...], ps: tuple[Val, ...]) -> bool:
+    if len(gs) == len(ps):
+        used: set[int] = set()
+        for gi in gs:
+            for j, pj in enumerate(ps):
+                if j not in used and _equal(gi, pj):
+                    used.add(j)
+                    break
+            else:
+                break
+        else:
+            return True
+    if max(len(gs), len(ps)) > 30:
+        return False
+    return all(any(_equal(g, p) for p in ps) for g in gs) and all(any(_equal(g, p) for g in gs) for p in ps)
+
+
+def _equal(g: Val, p: Val) -> bool:
+    g, p = _flat(g), _flat(p)
+    if isinstance(g, Num) and isinstance(p, Num):
+        return _scalar_eq(g, p)
+    if isinstance(g, Group) and isinstance(p, Group):
+        return _multiset_eq(g.items, p.items)
+    if isinstance(g, Seq) and isinstance(p, Seq):
+        if len(g.items) != len(p.items):
+            return False
+        kinds = {g.open + g.close, p.open + p.close}
+        if len(g.items) == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1:
+            return False
+        return all(_equal(a, b) for a, b in zip(g.items, p.items, strict=True))
+    if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
+        return len(g.items) == len(p.items) and all(
+            _equal(a, b) for a, b in zip(g.items, p.items, strict=True)
+        )
+    return False  # a number against a list, tuple or interval
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"[\s{}$]|\\text|\\mathrm", "", clean(s)).lower()
+
+
+def fast_check(
+    gold: str, pred: str, mode: str = "equivalent", question: str | None = None
+) -> tuple[bool, str, str | None] | None:
+    """``_check.check``'s verdict when the fast path can decide it, else None."""
+    if mode.strip() != "equivalent" or len(pred) > _MAX_PRED or len(gold) > _MAX_PRED:
+        return None
+    gx = extract(repair(gold, escapes=True), gold=True)
+    if gx.answer is None:
+        return None
+    px = extract(repair(pred, escapes=False), question=question)
+    if px.answer is None:
+        return False, f"no final answer found ({px.how})", None
+    answer = px.answer
+    if px.how != "last" and in_question(answer, question) and _squash(answer) != _squash(gx.answer):
+        return False, "the answer restates an expression from the question", answer
+    try:
+        greads = fast_parse(gx.answer)
+        preads = fast_parse(answer)
+        if px.multi and not any(isinstance(g, Group) for g in greads):
+            return False, f"hedged: {len(px.boxed)} different boxed answers", answer
+        if not any(_equal(g, p) for g in greads for p in preads):
+            return False, "not equivalent to the reference", answer
+    except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+    return True, "equivalent", answer

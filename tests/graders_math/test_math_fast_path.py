@@ -1,0 +1,227 @@
+"""The math grader's fast paths never decide differently from the full check.
+
+``_rational.fast_check`` (exact rational arithmetic, no sympy) must return the full check's
+verdict or defer (None); ``_fast.fast_sympy`` must read an expression as ``latex2sympy2_extended``
+does. Random simple answers (seeded) and hostile cases for both, plus the verdict cache.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import sympy
+from latex2sympy2_extended import latex2sympy
+
+from verigym.graders.math import check_equivalent, clear_caches
+from verigym.graders.math._check import check
+from verigym.graders.math._fast import fast_sympy
+from verigym.graders.math._rational import fast_check
+from verigym.graders.math._values import _NC
+
+DECIDED = [  # (gold, pred, accepted): each decided by the fast path
+    ("42", "The answer is $\\boxed{42}$.", True),
+    ("42", "\\boxed{43}", False),
+    ("-7", "-7.0", True),
+    ("\\frac{1}{2}", "0.5", True),
+    ("\\dfrac{3}{4}", "3/4", True),
+    ("\\frac12", "\\tfrac{1}{2}", True),
+    ("\\frac{2}{4}", "\\frac{1}{2}", True),
+    ("\\sqrt{16}", "4", True),
+    ("\\sqrt{\\frac{9}{4}}", "1.5", True),
+    ("2^{10}", "1024", True),
+    ("25\\%", "0.25", True),
+    ("25\\%", "25", True),
+    ("50", "0.5", False),
+    ("12", "12 \\text{ cm}", True),
+    ("\\$5", "5 dollars", True),
+    ("7,425,000", "7425000", True),
+    ("(1, 2)", "(1,2)", True),
+    ("(1, 2)", "(2, 1)", False),
+    ("[1, 2)", "[1, 2]", False),
+    ("(-\\infty, 3]", "(-\\infty, 3]", True),
+    ("\\{1, 2, 3\\}", "3, 2, 1", True),
+    ("1, 2", "1, 2, 2", True),
+    ("1/3", "0.33", True),
+    ("1/3", "0.3", False),
+    ("1000", "1000.05", False),
+    ("0.125", "1/8", True),
+    ("3.14159", "3.1416", True),
+]
+
+DEFERRED = [  # outside the fast path: a letter, an irrational, a float inside an expression, ...
+    ("\\sqrt{8}", "2\\sqrt{2}"),
+    ("x + 1", "1 + x"),
+    ("\\frac{10}{3}", "1/0.3"),
+    ("30^\\circ", "\\frac{\\pi}{6}"),
+    ("2\\frac{1}{2}", "2.5"),
+    ("1 000", "1000"),
+    ("x = 5", "5"),
+    ("3 < x", "(3, \\infty)"),
+    ("5!", "120"),
+    ("2^{1000000}", "1"),
+    ("\\frac{1}{0}", "1"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "accepted"), DECIDED)
+def test_fast_path_decides_common_answers_like_the_full_check(gold: str, pred: str, accepted: bool) -> None:
+    fast = fast_check(gold, pred)
+    assert fast is not None, "the fast path should decide this line"
+    assert fast[0] is accepted
+    assert fast[0] == check(gold, pred)[0]
+
+
+@pytest.mark.parametrize(("gold", "pred"), DEFERRED)
+def test_fast_path_defers_what_it_cannot_decide_exactly(gold: str, pred: str) -> None:
+    assert fast_check(gold, pred) is None
+
+
+def test_fast_path_only_in_equivalent_mode() -> None:
+    assert fast_check("\\frac{2}{4}", "\\frac{2}{4}", "simplest_form") is None
+    assert check_equivalent("1/2", "2/4", mode="simplest_form", timeout=None).accepted is False
+
+
+def _number(rng: random.Random) -> str:
+    a, b = rng.randint(-30, 30), rng.randint(1, 12)
+    return rng.choice(
+        [
+            str(a),
+            f"{a / b:.{rng.randint(1, 4)}f}",
+            f"\\frac{{{abs(a)}}}{{{b}}}",
+            f"{a}/{b}",
+            f"{abs(a)}\\%",
+            f"\\sqrt{{{b * b}}}",
+            f"{a} + \\frac{{1}}{{{b}}}",
+            f"{a}\\cdot {b}",
+            f"{b}^{{2}}",
+            f"{abs(a)} \\text{{ cm}}",
+            f"{a}.{rng.randint(0, 99)}",
+        ]
+    )
+
+
+def _answer(rng: random.Random) -> str:
+    k = rng.random()
+    if k < 0.55:
+        return _number(rng)
+    items = ", ".join(_number(rng) for _ in range(rng.randint(2, 3)))
+    return rng.choice(
+        [items, f"({items})", f"[{items}]", f"\\{{{items}\\}}", f"({_number(rng)}, {_number(rng)}]"]
+    )
+
+
+def test_property_fast_path_agrees_with_the_full_check_on_random_answers() -> None:
+    rng = random.Random(17)
+    decided = 0
+    for _ in range(160):
+        gold = _answer(rng)
+        pred = rng.choice([gold, _answer(rng), gold.replace(",", ", ")])
+        fast = fast_check(gold, pred)
+        if fast is None:
+            continue
+        decided += 1
+        slow = check(gold, pred)
+        assert (fast[0], fast[2]) == (slow[0], slow[2]), (gold, pred, fast, slow)
+    assert decided >= 80  # the generator stays mostly inside the fast path's domain
+
+
+_ATOMS = [
+    "x",
+    "y",
+    "t",
+    "2",
+    "12",
+    "\\pi",
+    "\\theta",
+    "\\alpha",
+    "\\lambda",
+    "x_1",
+    "x_{2}",
+    "a_{37}",
+    "C_{1}",
+    "b_n",
+]
+_FUNCS = ["\\sin", "\\cos", "\\tan", "\\ln", "\\log", "\\sec", "\\exp"]
+
+
+def _expr(rng: random.Random, depth: int = 0) -> str:
+    r = rng.random()
+    if depth > 2 or r < 0.3:
+        return rng.choice(_ATOMS)
+    if r < 0.5:
+        return _expr(rng, depth + 1) + rng.choice([" + ", " - ", "", " "]) + _expr(rng, depth + 1)
+    if r < 0.6:
+        return f"\\frac{{{_expr(rng, depth + 1)}}}{{{_expr(rng, depth + 1)}}}"
+    if r < 0.7:
+        return f"({_expr(rng, depth + 1)})^{{2}}"
+    f = rng.choice(_FUNCS) + rng.choice(["", "^2"])
+    return f + " " + rng.choice(_ATOMS) + rng.choice(["", " + 1", " - y"])
+
+
+def _numerically_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    syms = sorted(a.free_symbols | b.free_symbols, key=str)
+    for seed in range(3):
+        pt = {s: random.Random(seed).uniform(0.3, 1.3) + i / 7 for i, s in enumerate(syms)}
+        va, vb = complex(a.evalf(20, subs=pt)), complex(b.evalf(20, subs=pt))
+        if abs(va - vb) > 1e-9 * max(1.0, abs(va)):
+            return False
+    return True
+
+
+def test_property_fast_sympy_reads_like_latex2sympy() -> None:
+    """Subscripts, Greek letters and bare function arguments (``\\sin\\theta``) as the full parser."""
+    rng = random.Random(5)
+    decided = 0
+    for _ in range(250):
+        s = _expr(rng)
+        fast = fast_sympy(s)
+        if fast is None:
+            continue
+        decided += 1
+        slow = latex2sympy(s, normalization_config=_NC)
+        assert fast == slow or _numerically_equal(fast, slow), (s, fast, slow)
+    assert decided >= 150
+
+
+def test_fast_sympy_names_and_bare_arguments() -> None:
+    x1, theta = sympy.Symbol("x_1"), sympy.Symbol("theta")
+    assert fast_sympy("x_{1} + \\theta") == x1 + theta
+    assert fast_sympy("a_{37}") == sympy.Symbol("a_{37}")
+    assert fast_sympy("\\lambda") == sympy.Symbol("lambda")  # a Python keyword, still a symbol
+    assert fast_sympy("\\rho\\sin\\theta") == sympy.Symbol("rho") * sympy.sin(theta)
+    assert fast_sympy("\\sin x y") is None  # argument extent left to the full parser
+    assert fast_sympy("\\gamma") is None  # the full parser reads Euler's constant
+    assert fast_sympy("\\cot\\pi") is None  # no zoo: the full parser keeps cot(pi)
+
+
+def test_explicit_product_sign_ends_a_bare_function_argument() -> None:
+    """hardverify hv-225: ``\\cot t \\cdot \\ln(\\cos t)`` is cot(t) ln(cos t), not cot(t ln cos t)."""
+    t = sympy.Symbol("t")
+    assert fast_sympy("\\cot t \\cdot \\ln(\\cos t)") == sympy.cot(t) * sympy.log(sympy.cos(t))
+    gold = "\\frac{1}{2} \\cdot \\cot t \\cdot \\ln (\\cos t) \\cdot e^{-\\sec^2 t}"
+    assert check(gold, "\\dfrac{\\cos t \\cdot \\ln(\\cos t)}{2 e^{\\sec^2 t} \\sin t}")[0]
+    assert not check(gold, "\\dfrac{1}{2} \\cot t \\cdot \\ln(\\cos t) \\cdot e^{-\\sec^2 t + 1}")[0]
+
+
+@pytest.mark.parametrize(
+    ("gold", "good", "bad"),
+    [
+        ("90^\n", "90^\\circ", "91^\\circ"),  # hv-217: a superscript lost in transcription
+        ("②③", "2, 3", "2, 4"),  # hv-231: circled numbers list the items
+        ("(- \\frac {1}{2}, \\sqrt {2}.]", "\\left( -\\frac{1}{2}, \\sqrt{2} \\right]", "(-1/2, \\sqrt{2})"),
+    ],
+)
+def test_repaired_references(gold: str, good: str, bad: str) -> None:
+    assert check(gold, good)[0]
+    assert not check(gold, bad)[0]
+
+
+def test_verdict_cache_and_clear_caches() -> None:
+    clear_caches()
+    first = check_equivalent("x^2 - 1", "(x-1)(x+1)")
+    again = check_equivalent("x^2 - 1", "(x-1)(x+1)")
+    assert first == again and first.accepted
+    clear_caches()  # also empties the worker's parse caches; the verdict is recomputed alike
+    assert check_equivalent("x^2 - 1", "(x-1)(x+1)") == first
+    assert check_equivalent("x^2 - 1", "(x-1)(x+2)").accepted is False
