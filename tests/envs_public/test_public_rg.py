@@ -1,9 +1,10 @@
-"""The reasoning-gym bridge, against a tiny local stand-in for the ``reasoning_gym`` package.
+"""The reasoning-gym bridge, against a tiny local stand-in for ``reasoning_gym`` and the real package.
 
-reasoning-gym is an optional extra (``verigym[rg]``) and not installed for the test suite, so a
-stand-in module implementing its dataset interface (``create_dataset(name, size=, seed=)``,
-items ``{"question", "answer", "metadata"}``, ``dataset.score_answer(answer, entry)``) is put in
-``sys.modules``. The bridge was also checked by hand against reasoning-gym 0.1.25.
+reasoning-gym is an optional extra (``verigym[rg]``), so the bridge is tested first with a stand-in
+module implementing its dataset interface (``create_dataset(name, size=, seed=)``, items
+``{"question", "answer", "metadata"}``, ``dataset.score_answer(answer, entry)``) put in
+``sys.modules``; when the real package is installed (reasoning-gym 0.1.25 in the developers' .venv),
+real datasets are checked too, and without it the ``rg:`` name must be a one-line error.
 """
 
 from __future__ import annotations
@@ -117,3 +118,17 @@ def test_public_info_keys_is_a_constructor_argument() -> None:
     public = DatasetEnv(tasks, rubric=rubric, public_info_keys=("restated",))
     assert public.public_info_keys == ("restated",)
     assert check_env(public, n=1).ok
+
+
+def test_the_real_package_when_installed() -> None:
+    """With reasoning-gym installed (the ``rg`` extra), real datasets pass check-env: the oracle's
+    answers score 1 with their own ``score_answer``; without it the name is a one-line error."""
+    try:
+        import reasoning_gym  # noqa: F401
+    except ModuleNotFoundError:
+        with pytest.raises(EnvArgError, match="reasoning-gym is not installed"):
+            load_env("rg:leg_counting")
+        return
+    for name in ("leg_counting", "basic_arithmetic", "word_sorting"):
+        report = check_env(load_env(f"rg:{name}", size=8, seed=3), n=8)
+        assert report.ok, (name, report.failures)
