@@ -95,3 +95,24 @@ def test_bad_instances_are_one_line_errors(tmp_path: Path) -> None:
         load_instances(path)
     with pytest.raises(EnvArgError, match="runtime must be one of"):
         SweInstancesEnv(path=str(FIXTURE), runtime="podman")
+
+
+def test_docker_runtime_reads_pytest_junit_reports(tmp_path: Path) -> None:
+    """The docker path's report reader (the engine itself is not available on CI machines)."""
+    from verigym.envs._swe_docker import _statuses
+
+    report = tmp_path / "junit.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_slug" name="test_basic" time="0.001"/>'
+        '<testcase classname="tests.test_slug" name="test_repeated_spaces"><failure message="x"/></testcase>'
+        '<testcase classname="tests.test_slug" name="test_surrounding_spaces"><skipped/></testcase>'
+        '<testcase classname="tests.test_slug" name="test_other"><error message="boom"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert _statuses(report) == {
+        "tests/test_slug.py::test_basic": "passed",
+        "tests/test_slug.py::test_repeated_spaces": "failed",
+        "tests/test_slug.py::test_surrounding_spaces": "skipped",
+        "tests/test_slug.py::test_other": "error",
+    }
