@@ -108,11 +108,21 @@ def test_docker_runtime_reads_pytest_junit_reports(tmp_path: Path) -> None:
         '<testcase classname="tests.test_slug" name="test_repeated_spaces"><failure message="x"/></testcase>'
         '<testcase classname="tests.test_slug" name="test_surrounding_spaces"><skipped/></testcase>'
         '<testcase classname="tests.test_slug" name="test_other"><error message="boom"/></testcase>'
+        '<testcase classname="tests.sub.test_k.TestK" name="test_p[1]"/>'
         "</testsuite></testsuites>"
     )
-    assert _statuses(report) == {
-        "tests/test_slug.py::test_basic": "passed",
-        "tests/test_slug.py::test_repeated_spaces": "failed",
-        "tests/test_slug.py::test_surrounding_spaces": "skipped",
-        "tests/test_slug.py::test_other": "error",
+    ids = [
+        "tests/test_slug.py::test_basic",
+        "tests/test_slug.py::test_repeated_spaces",
+        "tests/test_slug.py::test_surrounding_spaces",
+        "tests/test_slug.py::test_other",
+        "tests/sub/test_k.py::TestK::test_p[1]",
+        "tests/test_slug.py::test_never_ran",
+    ]
+    assert _statuses(report, ids) == {
+        ids[0]: "passed",
+        ids[1]: "failed",
+        ids[2]: "skipped",
+        ids[3]: "error",
+        ids[4]: "passed",
     }

@@ -42,20 +42,28 @@ def docker_status(timeout_s: float = 10.0) -> str | None:
     return None
 
 
-def _statuses(report: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _junit_key(node_id: str) -> tuple[str, str]:
+    """A pytest node id as JUnit's (classname, name): ``a/test_x.py::TestA::test_b[1]`` →
+    (``a.test_x.TestA``, ``test_b[1]``)."""
+    parts = node_id.split("::")
+    module = parts[0].removesuffix(".py").replace("/", ".")
+    return ".".join([module, *parts[1:-1]]), parts[-1]
+
+
+def _statuses(report: Path, node_ids: Sequence[str]) -> dict[str, str]:
+    """passed/failed/error/skipped for each of ``node_ids`` found in a JUnit report."""
+    seen: dict[tuple[str, str], str] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-        node = f"{file}::{case.get('name', '')}"
+        key = (case.get("classname", ""), case.get("name", ""))
         if case.find("failure") is not None:
-            out[node] = "failed"
+            seen[key] = "failed"
         elif case.find("error") is not None:
-            out[node] = "error"
+            seen[key] = "error"
         elif case.find("skipped") is not None:
-            out[node] = "skipped"
+            seen[key] = "skipped"
         else:
-            out[node] = "passed"
-    return out
+            seen[key] = "passed"
+    return {n: seen[_junit_key(n)] for n in node_ids if _junit_key(n) in seen}
 
 
 def grade_in_docker(
@@ -106,7 +114,7 @@ def grade_in_docker(
                 f"pytest wrote no report in image {image!r} (exit {run.returncode}): {result.log[-200:]}"
             )
             return result
-        statuses = _statuses(report)
+        statuses = _statuses(report, [*fail_to_pass, *pass_to_pass])
     for table in (result.fail_to_pass, result.pass_to_pass):
         for test_id in table:
             table[test_id] = statuses.get(test_id, "missing")
