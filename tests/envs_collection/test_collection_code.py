@@ -35,6 +35,22 @@ def test_check_env_passes_in_the_sandbox() -> None:
     assert report.ok, report.failures
 
 
+async def test_oracle_passes_every_task_of_every_tier() -> None:
+    """Every one of the 42 problems, not a sample: code-c24 (a 1,000,000-element argument) once
+    failed its own reference solution on the old 1,000,000-byte reply limit."""
+    env = CodeEnv()
+    tasks = env.tasks(split="all")
+    oracle = env.oracle_policy()
+    failed = []
+    for task in tasks:
+        answer = f"```python\n{task.info['solution']}```"
+        score = await env.rubric.score(task, reply(answer))
+        if score.reward != 1.0:
+            failed.append((task.id, score.error or score.grades["tests"].detail))
+    assert len(tasks) == len(PROBLEMS) and oracle is not None
+    assert not failed, failed
+
+
 def test_tiers_and_splits() -> None:
     everything = CodeEnv().tasks(split="all")
     assert len(everything) == len(PROBLEMS)

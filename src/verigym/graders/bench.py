@@ -4,7 +4,9 @@ A suite is a JSONL file; each line has an ``id`` and a label, either ``label: bo
 grader should accept) or ``expect: "pass" | "fail"``, plus the family's own fields (math:
 ``gold``, ``pred``, optional ``mode``). Families are modules that expose
 ``bench_verdict(line: dict) -> bool`` (True = accept), raising on an infrastructure error, and
-optionally ``SUITE_FIELDS`` (required keys) and ``bench_warmup()`` (run once before timing).
+optionally ``SUITE_FIELDS`` (required keys), ``check_suite_line(line)`` (raises ``ValueError`` for a
+malformed line, reported with file:line before anything runs) and ``bench_warmup()`` (run once
+before timing).
 Modules are imported only when used, so a family that is not built yet fails with one line.
 
 Rates: FP rate = wrong answers accepted / all wrong answers; FN rate = right answers not accepted
@@ -57,6 +59,7 @@ class Family:
     verdict: Callable[[dict[str, Any]], bool]
     fields: tuple[str, ...] = ()
     warmup: Callable[[], Any] | None = None
+    check_line: Callable[[dict[str, Any]], None] | None = None
 
 
 def load_family(name: str) -> Family:
@@ -75,7 +78,8 @@ def load_family(name: str) -> Family:
         raise BenchError(f"grader family {name!r}: {module_path} has no bench_verdict(line) function yet")
     fields = tuple(getattr(module, "SUITE_FIELDS", ()))
     warm = getattr(module, "bench_warmup", None)
-    return Family(name, fn, fields, warm if callable(warm) else None)
+    check = getattr(module, "check_suite_line", None)
+    return Family(name, fn, fields, warm if callable(warm) else None, check if callable(check) else None)
 
 
 def _label(obj: dict[str, Any], where: str) -> bool:
@@ -90,8 +94,14 @@ def _label(obj: dict[str, Any], where: str) -> bool:
     raise BenchError(f"{where}: missing field 'label' (true/false) or 'expect' (\"pass\"/\"fail\")")
 
 
-def load_suite(path: str | Path, fields: tuple[str, ...] = ()) -> list[tuple[dict[str, Any], bool]]:
-    """Read and validate a suite: (line, label) pairs. Raises ``BenchError`` naming file:line."""
+def load_suite(
+    path: str | Path,
+    fields: tuple[str, ...] = (),
+    check_line: Callable[[dict[str, Any]], None] | None = None,
+) -> list[tuple[dict[str, Any], bool]]:
+    """Read and validate a suite: (line, label) pairs. Raises ``BenchError`` naming file:line.
+
+    ``check_line`` (a family's ``check_suite_line``) raises ``ValueError`` for a malformed line."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -119,6 +129,11 @@ def load_suite(path: str | Path, fields: tuple[str, ...] = ()) -> list[tuple[dic
         for f in fields:
             if f not in obj:
                 raise BenchError(f"{where}: missing field {f!r}")
+        if check_line is not None:
+            try:
+                check_line(obj)
+            except ValueError as exc:
+                raise BenchError(f"{where}: {exc}") from None
         out.append((obj, _label(obj, where)))
     if not out:
         raise BenchError(f"{p}: the suite is empty")
@@ -226,7 +241,7 @@ def run_bench(
     if jobs < 1:
         raise BenchError(f"jobs must be at least 1, got {jobs}")
     fam = family if isinstance(family, Family) else load_family(family)
-    lines = load_suite(suite, fam.fields)
+    lines = load_suite(suite, fam.fields, fam.check_line)
     if fam.warmup is not None:
         fam.warmup()
     if mode is not None:

@@ -3,16 +3,19 @@
 ``code_grader`` runs the last fenced Python block of the answer in a bubblewrap sandbox
 (``sandbox``: no network, read-only allow-list of the host, rlimits, cgroups where available) and
 scores the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when all pass
-(``mode="all"``). Function problems: every top-level ``assert`` of ``task.info["tests"]`` is a case,
-evaluated in the grader's process against a proxy of the sandboxed candidate (``_tests``,
-``_session``, ``_worker``, ``_codec``). Stdin/stdout problems (``task.info["io_tests"]``) compare
+(``mode="all"``). Function problems: the tests run as plain Python in the grader's process (every
+top-level ``assert`` a case, or HumanEval's ``check(candidate)`` called once, verbatim) against a
+proxy of the sandboxed candidate (``_tests``, ``_session``, ``_worker``, ``_codec``); the boundary
+keeps the tests' meaning (candidate-raised ``StopIteration`` and argument aliasing cannot change
+it) and lets large results, deep data, iterators and ``multiprocessing`` through. Stdin/stdout problems (``task.info["io_tests"]``) compare
 output line-wise, exactly (``exact_output``) or with a float tolerance (``float_tol``).
 ``swe.swe_grader`` grades repository tasks SWE-bench style: apply the patch, reset protected
 files, run FAIL_TO_PASS / PASS_TO_PASS with pytest in the sandbox (``_patch``, ``_pytest_run``).
 A missing sandbox is an errored grade; ``unsafe_no_sandbox=True`` must be chosen explicitly.
 
-Labeled suites: ``tests/suites/code.jsonl`` and ``tests/suites/code_hostile.jsonl``
-(``--grader code``), ``tests/suites/code_swe.jsonl`` (``--grader swe``).
+Labeled suites: ``tests/suites/code.jsonl``, ``tests/suites/code_hostile.jsonl`` and
+``tests/suites/code_adversarial.jsonl`` (boundary attacks and correct-but-unusual code; ``--grader
+code``), ``tests/suites/code_swe.jsonl`` (``--grader swe``).
 
 Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.sandbox``),
 ``_sandbox_io`` (limits, staging, output collection), ``_cgroup``, ``_audit`` (sandbox event
@@ -28,6 +31,7 @@ from verigym.graders.code._grader import (
     TaskTestsError,
     bench_verdict,
     bench_warmup,
+    check_suite_line,
     code_grader,
     compare_output,
     entry_points,
@@ -42,6 +46,7 @@ __all__ = [
     "TaskTestsError",
     "bench_verdict",
     "bench_warmup",
+    "check_suite_line",
     "code_grader",
     "compare_output",
     "entry_points",

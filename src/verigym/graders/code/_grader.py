@@ -1,28 +1,38 @@
 """Code grader: run a candidate program against hidden tests in a bubblewrap sandbox.
 
 The candidate runs in a sandboxed worker (``graders/code/sandbox.py``); the hidden tests never enter
-the sandbox. For *function* problems each top-level ``assert`` of the tests is one case, evaluated
-in the grader's own process with the entry point replaced by a proxy: the proxy sends the
-arguments into the sandbox and gets back the candidate's result as plain data (see
-``_codec``), so ``sys.exit(0)``, patched asserts, always-equal objects, lying ``__repr__``,
-fake "OK" output and reading the test file cannot pass. For *stdin/stdout* problems the program
-runs once per case on the given stdin and its output is compared strictly (line-wise, trailing
-whitespace ignored), exactly, or token-wise with an explicit float tolerance.
+the sandbox. For *function* problems the tests run as plain Python in the grader's own process
+(``_tests``) with the entry point replaced by a proxy: the proxy sends the arguments into the
+sandbox and gets back the candidate's result as plain data (``_codec``), so ``sys.exit(0)``,
+patched asserts, always-equal objects, lying ``__repr__``, fake "OK" output and reading the test
+file cannot pass, and the verdict is whatever the tests' own Python makes of the real values.
+Control-flow exceptions raised by the candidate (``StopIteration``) and in-place changes to
+arguments cannot change what a test means (see ``_tests``). For *stdin/stdout* problems the
+program runs once per case on the given stdin and its output is compared strictly (line-wise,
+trailing whitespace ignored), exactly, or token-wise with an explicit float tolerance.
 
 Whatever the candidate causes (crash, timeout, resource limit, killed runner) fails the case with
 its reason; only the grader's own infrastructure (no sandbox) gives an errored grade. One sandbox
 (a fresh worker, possibly started ahead of time by a warm pool, never reused) serves all the
-cases of one candidate; each case runs in a forked child with its own CPU and wall-clock limit.
+cases of one candidate; each case runs in a forked child of the loaded worker.
+
+Limits (generous on purpose, so that correct code is not failed): ``timeout_s`` CPU seconds per
+case (wall clock 3x + 2 s, so a loaded machine does not fail a correct solution), results up to
+64 MiB as sent (millions of numbers), values nested up to 100,000 levels, ints of any size,
+``multiprocessing`` (fork; ``/dev/shm`` is a private tmpfs), 64 processes, 1 GiB address space.
 
 ``Task.info`` keys read by :func:`code_grader`:
 
-- ``entry_point`` (str, ``"f, g"`` or a list of names) and ``tests`` (str): Python source whose
-  top-level ``assert`` statements call the entry point(s) (or HumanEval style: the asserts of
-  ``def check(candidate)``); other top-level statements (imports, helpers, constants) are setup,
-  run once, outside the sandbox. The tests are the task author's trusted code; arguments and
-  results must be plain data (a candidate returning e.g. a generator fails that case), a
-  candidate's built-in exception (``ValueError``...) is re-raised in the tests, and in-place
-  changes to list/dict/set arguments are copied back to the tests' objects after each call.
+- ``entry_point`` (str, ``"f, g"`` or a list of names) and ``tests`` (str): Python source, run in
+  order, whose top-level ``assert`` statements are the cases (MBPP style), or which defines
+  ``def check(candidate)`` (HumanEval style, called once; see ``_tests``). The tests are the
+  task author's trusted code; arguments and results cross as data: built-in containers and
+  scalars, ``Fraction``/``Decimal``, ``collections`` containers, dict views, and returned
+  iterators (consumed, handed to the tests as a one-shot iterator). A candidate's exception is
+  re-raised in the tests as its nearest built-in class.
+- optional ``prelude`` (trusted code placed before the candidate's, e.g. a HumanEval prompt's
+  imports and helpers, so a body-only completion also works) and ``tests_prelude`` (trusted code
+  run first on the tests' side, e.g. the helpers ``check`` calls).
 - ``io_tests``: list of ``{"stdin": str, "stdout": str}`` for stdin/stdout problems.
 - optional ``float_tol`` (float), ``exact_output`` (bool), ``timeout_s`` (per case, float).
 
@@ -52,6 +62,7 @@ __all__ = [
     "TaskTestsError",
     "bench_verdict",
     "bench_warmup",
+    "check_suite_line",
     "code_grader",
     "compare_output",
     "entry_points",
@@ -113,8 +124,15 @@ def extract_code(text: str) -> str | None:
     return text if text.strip() else None
 
 
-def _limits(timeout_s: float, memory_mb: int, max_output_bytes: int) -> Limits:
-    return Limits(timeout_s=timeout_s, memory_mb=memory_mb, max_output_bytes=max_output_bytes)
+def _limits(
+    timeout_s: float, memory_mb: int, max_output_bytes: int, max_result_bytes: int = 64 * 1024 * 1024
+) -> Limits:
+    return Limits(
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        max_output_bytes=max_output_bytes,
+        max_result_bytes=max_result_bytes,
+    )
 
 
 def entry_points(value: str | Sequence[str]) -> list[str]:
@@ -134,35 +152,51 @@ def run_function_tests(
     total_timeout_s: float = 60.0,
     memory_mb: int = 1024,
     max_output_bytes: int = 1_000_000,
+    max_result_bytes: int = 64 * 1024 * 1024,
     stop_on_fail: bool = False,
     unsafe_no_sandbox: bool = False,
     python_path: Sequence[str] = (),
     sandbox: Sandbox | None = None,
+    prelude: str = "",
+    tests_prelude: str = "",
 ) -> CodeResult:
-    """Run every assert of ``tests`` against ``code``'s ``entry_point``; one sandbox per candidate.
+    """Run ``tests`` against ``code``'s ``entry_point``; one sandbox per candidate.
 
-    Raises ``TaskTestsError`` when the tests themselves are broken and ``SandboxUnavailable`` when
-    no sandbox can be started (both are the grader's problem, not the candidate's).
+    ``timeout_s``: CPU seconds per case (wall clock: 3x + 2 s); ``total_timeout_s``: wall time
+    spent in the candidate's calls over all cases. ``prelude``: trusted code put before the
+    candidate's in the sandbox (e.g. a HumanEval prompt's imports and helpers); ``tests_prelude``:
+    trusted code run first on the tests' side. Raises ``TaskTestsError`` when the tests themselves
+    are broken and ``SandboxUnavailable`` when no sandbox can be started (both are the grader's
+    problem, not the candidate's).
     """
     from verigym.graders.code._session import WorkerSession
 
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
-    limits = _limits(timeout_s, memory_mb, max_output_bytes)
+    limits = _limits(timeout_s, memory_mb, max_output_bytes, max_result_bytes)
     entries = entry_points(entry_point)
-    with WorkerSession(code, mode="function", entry_point=entries, limits=limits, sandbox=box) as ses:
+    program = f"{prelude.rstrip()}\n\n{code}" if prelude.strip() else code
+    spent = [0.0]
+    with WorkerSession(program, mode="function", entry_point=entries, limits=limits, sandbox=box) as ses:
         ses.start()
-        deadline = start + total_timeout_s
 
         def call(payload: dict[str, Any]) -> Any:
-            if time.monotonic() > deadline:
+            if spent[0] > total_timeout_s:
                 raise CandidateFailure(f"total time limit of {total_timeout_s:g}s exceeded")
-            reply = ses.run_case({"op": "call", **payload}, timeout_s)
+            began = time.monotonic()
+            reply = ses.run_case({"op": "call", **payload})
+            spent[0] += time.monotonic() - began
             if not reply.ok:
-                raise CandidateFailure(reply.reason or "the call failed", reply.data.get("error", ""))
+                raise CandidateFailure(
+                    reply.reason or "the call failed",
+                    str(reply.data.get("exc", "")),
+                    str(reply.data.get("msg", "")),
+                )
             return reply.data
 
-        cases = evaluate_asserts(tests, entries, call, stop_on_fail=stop_on_fail)
+        cases = evaluate_asserts(
+            tests, entries, call, stop_on_fail=stop_on_fail, end_case=ses.end_case, prelude=tests_prelude
+        )
         return CodeResult(cases=cases, events=list(ses.events), wall_s=time.monotonic() - start)
 
 
@@ -237,15 +271,15 @@ def run_io_tests(
             if stop_on_fail and cases and not cases[-1].passed:
                 cases.append(CaseResult(name, False, "not run (an earlier case failed)"))
                 continue
-            if time.monotonic() - start > total_timeout_s:
+            if time.monotonic() - start > total_timeout_s * 3:
                 cases.append(CaseResult(name, False, f"total time limit of {total_timeout_s:g}s exceeded"))
                 continue
-            reply = ses.run_case({"op": "io", "stdin": str(case["stdin"])}, timeout_s)
+            reply = ses.run_case({"op": "io", "stdin": str(case["stdin"])})
             d = reply.data
             if not reply.ok:
                 cases.append(CaseResult(name, False, reply.reason))
             elif d.get("timeout"):
-                cases.append(CaseResult(name, False, f"timeout after {timeout_s:g}s"))
+                cases.append(CaseResult(name, False, f"timeout after {limits.wall_limit():g}s (wall clock)"))
             elif d.get("truncated"):
                 cases.append(CaseResult(name, False, "output limit exceeded"))
             elif d.get("exit") != 0:
@@ -301,7 +335,14 @@ def code_grader(
                     **opts,
                 )
             elif "tests" in info and "entry_point" in info:
-                result = run_function_tests(code, str(info["tests"]), info["entry_point"], **opts)
+                result = run_function_tests(
+                    code,
+                    str(info["tests"]),
+                    info["entry_point"],
+                    prelude=str(info.get("prelude", "")),
+                    tests_prelude=str(info.get("tests_prelude", "")),
+                    **opts,
+                )
             else:
                 return Grade.failed(f"task {task.id!r}: info needs 'tests' + 'entry_point' or 'io_tests'")
         except (TaskTestsError, SandboxUnavailable) as exc:
@@ -319,20 +360,42 @@ def bench_warmup() -> None:
     run_function_tests("def f():\n    return 1\n", "assert f() == 1\n", "f")
 
 
+def check_suite_line(line: Mapping[str, Any]) -> None:
+    """Verifier-bench: reject a malformed code line (``ValueError`` naming the field), before timing."""
+    if "repo_files" in line:
+        return
+    for key in ("entry_point", "solution", "tests"):
+        if not isinstance(line.get(key), str | list) or not line.get(key):
+            raise ValueError(f"missing field {key!r} (a non-empty string)")
+    for key in ("solution", "tests", "prelude", "tests_prelude"):
+        if key in line and not isinstance(line[key], str):
+            raise ValueError(f"field {key!r} must be a string")
+    try:
+        entry_points(line["entry_point"])
+    except TaskTestsError as exc:
+        raise ValueError(str(exc)) from None
+    for key in ("tests", "tests_prelude"):
+        try:
+            ast.parse(str(line.get(key, "")))
+        except SyntaxError as exc:
+            raise ValueError(
+                f"field {key!r} does not parse as Python ({exc.msg}, line {exc.lineno})"
+            ) from None
+
+
 def bench_verdict(
     line: Mapping[str, Any], *, timeout_s: float = 3.0, unsafe_no_sandbox: bool = False
 ) -> bool:
     """Verifier-bench hook (True = accepted). Code lines: ``{"id","problem","entry_point","solution",
-    "tests","expect"}``, accepted when every assert of ``tests`` passes. Repository lines (the
-    ``swe`` family, with ``repo_files``) go to :func:`verigym.graders.code.swe.bench_verdict`.
-    Raises on infrastructure errors and on malformed lines."""
+    "tests","expect"}`` and optional ``prelude``/``tests_prelude`` (see :func:`run_function_tests`),
+    accepted when every case of ``tests`` passes. Repository lines (the ``swe`` family, with
+    ``repo_files``) go to :func:`verigym.graders.code.swe.bench_verdict`. Raises on infrastructure
+    errors and on malformed lines."""
     if "repo_files" in line:
         from verigym.graders.code.swe import bench_verdict as swe_verdict
 
         return swe_verdict(line, unsafe_no_sandbox=unsafe_no_sandbox)
-    missing = [k for k in ("entry_point", "solution", "tests") if k not in line]
-    if missing:
-        raise ValueError(f"code suite line {line.get('id')!r} lacks {', '.join(missing)}")
+    check_suite_line(line)
     solution = str(line["solution"])
     code = extract_code(solution) if "```" in solution else solution
     if code is None:
@@ -345,5 +408,7 @@ def bench_verdict(
         total_timeout_s=max(30.0, timeout_s * 4),
         stop_on_fail=True,
         unsafe_no_sandbox=unsafe_no_sandbox,
+        prelude=str(line.get("prelude", "")),
+        tests_prelude=str(line.get("tests_prelude", "")),
     )
     return result.all_passed

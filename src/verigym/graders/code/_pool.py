@@ -1,9 +1,11 @@
-"""A warm pool of sandboxed workers: started ahead of time, each used by exactly one candidate.
+"""A warm pool of sandboxed workers: started ahead of time, or handed back after a candidate.
 
-Starting bwrap and an interpreter is most of the cost of grading a small candidate; the pool
-starts the next worker on a background thread while the current candidate runs, so a
-sequential grader overlaps the two. A pooled worker has already set its limits and dropped to
-its own random uid, and has seen no code; it is handed to one session and never reused.
+Starting bwrap and an interpreter is most of the cost of grading a small candidate. Where the
+grader is not root, the pool starts the next worker on a background thread while the current
+candidate runs, so a sequential grader overlaps the two; such a worker has set its limits and
+dropped to its own random uid, has seen no code, and serves one candidate only. Where the grader
+is root, workers are zygotes (see ``_worker``) that run each candidate under a fresh uid and clean
+up after it; a session hands its zygote back (``put``) after a verified clean-up.
 
 The spawning threads live as long as the process (bwrap's ``--die-with-parent`` follows the
 thread that started it); pooled workers are killed at exit. ``VERIGYM_SANDBOX_POOL=N`` keeps N
@@ -68,6 +70,17 @@ class WarmPool:
                     return got
                 got.discard()
         return None
+
+    def put(self, key: Hashable, spawned: Spawned) -> None:
+        """Take back a reusable worker (a zygote that cleaned up after its candidate)."""
+        with self._lock:
+            ready = self._ready.setdefault(key, [])
+            if self.enabled and len(ready) < self.size and spawned.alive():
+                ready.append(spawned)
+                self._recent = [k for k in self._recent if k != key] + [key]
+                spawned = None  # type: ignore[assignment]
+        if spawned is not None:
+            spawned.discard()
 
     def refill(self, key: Hashable, factory: Callable[[], Spawned]) -> None:
         """Ask the background threads to start workers for ``key`` until ``size`` are ready or

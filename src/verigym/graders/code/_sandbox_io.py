@@ -38,7 +38,14 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandboxed run. ``cpu_s`` defaults to the timeout plus one second."""
+    """Resource limits of one sandboxed run.
+
+    For the code worker, ``timeout_s`` is a per-case budget of *CPU* seconds (``cpu_s`` defaults to
+    it plus one second of slack), so a loaded machine does not fail correct code; ``wall_s``
+    (default ``3 * timeout_s + 2``) is the wall-clock backstop for code that sleeps or blocks.
+    ``max_result_bytes`` bounds one function result as sent by the sandbox (64 MiB: a list of
+    millions of numbers); ``max_output_bytes`` bounds printed output.
+    """
 
     timeout_s: float = 10.0
     memory_mb: int = 1024
@@ -48,9 +55,14 @@ class Limits:
     max_open_files: int = 256
     tmp_mb: int = 256
     cpu_s: float | None = None
+    wall_s: float | None = None
+    max_result_bytes: int = 64 * 1024 * 1024
 
     def cpu_limit(self) -> int:
         return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 1) + 1
+
+    def wall_limit(self) -> float:
+        return float(self.wall_s if self.wall_s is not None else 3 * self.timeout_s + 2)
 
 
 @dataclass

@@ -1,9 +1,17 @@
 """One sandboxed worker process per candidate, driven over a frame protocol from the grader side.
 
-The session starts ``bwrap ... python -S -I -c <worker>``, waits for the worker's *ready* frame
-(no ready frame = the sandbox itself failed = infrastructure error), sends the candidate's code,
-then one frame per case. A worker that dies or stops answering (killed by the candidate, a fork
-bomb, an rlimit) costs the case in flight a *fail* and is restarted for the next case.
+The session starts ``bwrap ... python -S -I -c <worker>`` (or takes a ready one from the warm
+pool), waits for the worker's *ready* frame (no ready frame = the sandbox itself failed =
+infrastructure error), sends the candidate's code, then one frame per call (function problems;
+"end" closes a case) or per io case. A worker that dies or stops answering (killed by the
+candidate, a fork bomb, an rlimit) costs the case in flight a *fail* and is restarted for the next
+case. Replies carry the call's sequence number; one that answers another call is a failure.
+
+When the grader runs as root the worker is a zygote (see ``_worker``): at the end of a clean
+session the grader sends "bye", expects "reset" once the zygote has killed the candidate's
+processes and removed its files, then sends a fresh random token that only the zygote can read
+(every process of the candidate's uid is dead by then) and hands the sandbox back to the pool only
+when the token comes back. Anything else discards the sandbox.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import functools
 import marshal
 import os
 import re
+import secrets
 import subprocess
 import time
 from collections.abc import Sequence
@@ -108,6 +117,15 @@ class WorkerSession:
         self.load_error: str | None = None
         self.events: list[str] = []
         self.starts = 0
+        self.in_case = False
+        self.loaded = False
+        self.seq = 0
+        self.zygote = os.geteuid() == 0 and not sandbox.unsafe and warm
+
+    def max_reply(self) -> int:
+        """The largest reply accepted: results (function mode) or printed output (io mode)."""
+        lim = self.limits
+        return lim.max_result_bytes if self.mode == "function" else lim.max_output_bytes
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _argv(self) -> tuple[list[str], list[int]]:
@@ -124,7 +142,7 @@ class WorkerSession:
         }
         uid = None if self.sandbox.unsafe else random_uid()
         path = self.sandbox.python_path_inside()
-        cfg = marshal.dumps({"rlimits": rlimits, "uid": uid, "path": path}).hex()
+        cfg = marshal.dumps({"rlimits": rlimits, "uid": uid, "path": path, "zygote": self.zygote}).hex()
         cmd = [self.python, "-S", "-I", "-B", "-c", _BOOT, worker_code(self.python), cfg]
         if self.sandbox.unsafe:
             return cmd, []
@@ -141,6 +159,7 @@ class WorkerSession:
             box.use_cgroup,
             tuple(box.ro_binds),
             tuple(box.writable_dirs),
+            self.zygote,
         )
 
     def _spawn(self) -> Spawned:
@@ -188,24 +207,38 @@ class WorkerSession:
         spawned = POOL.take(key) if self.warm else None
         if spawned is None:
             spawned = self._spawn()
-        if self.warm:
+        if self.warm and not self.zygote:  # a zygote comes back to the pool after the candidate
             POOL.refill(key, self._spawn)
         self.proc, self.group = spawned.proc, spawned.group
         self.starts += 1
         job = {
+            "op": "job",
+            "uid": random_uid(),
             "mode": self.mode,
             "code": self.code,
             "entry": self.entry,
             "case_cpu": self.limits.cpu_limit(),
-            "max_output": self.limits.max_output_bytes,
+            "case_wall": self.limits.wall_limit(),
+            "max_output": self.max_reply(),
         }
-        reply = self._exchange(job, self.limits.timeout_s + _GRACE_S)
+        self.in_case = False
+        reply = self._exchange(job, self.limits.wall_limit() + _GRACE_S)
+        self.loaded = reply.ok
+        self.events += [str(e) for e in reply.data.get("events", [])][:50]
         if not reply.ok:
             self.load_error = f"the code failed to load: {reply.reason}"
-            self.close()
-        self.events += [str(e) for e in reply.data.get("events", [])][:50]
+            self.close(reuse=self.proc is not None)
 
-    def close(self) -> None:
+    def close(self, reuse: bool = False) -> None:
+        """Stop the worker; with ``reuse`` a zygote that ends the candidate cleanly (it killed
+        the candidate's processes and removed its files, and answered a fresh token that only it
+        can read) goes back to the warm pool for the next candidate."""
+        live = self.proc is not None and self.proc.poll() is None
+        if reuse and self.zygote and live and self._hand_back():
+            assert self.proc is not None
+            POOL.put(self._key(), Spawned(self.proc, self.group))
+            self.proc = self.group = None
+            return
         if self.proc is not None:
             kill_group(self.proc)
             self.proc = None
@@ -213,22 +246,55 @@ class WorkerSession:
             self.group.remove()
             self.group = None
 
+    def _hand_back(self) -> bool:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        wfd, rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        try:
+            if self.loaded:
+                write_frame(wfd, {"op": "bye"}, fmt="marshal", deadline=time.monotonic() + 2)
+            reset = read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096)
+            if reset != {"reset": True}:
+                return False
+            token = secrets.token_hex(16)
+            write_frame(wfd, {"op": "verify", "token": token}, fmt="marshal", deadline=time.monotonic() + 2)
+            return bool(read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096) == {"verified": token})
+        except (TimeoutError, OSError, CodecError, ValueError):
+            return False
+
     def __enter__(self) -> WorkerSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(reuse=True)
 
     # -- cases ----------------------------------------------------------------------------------
-    def run_case(self, payload: dict[str, Any], timeout_s: float) -> CaseReply:
-        """Send one case. A dead worker is restarted first; a load failure fails every case."""
+    def end_case(self) -> None:
+        """End the current case: the worker kills the process that served its calls, so the
+        next case starts from the freshly loaded module (no reply is awaited)."""
+        if not self.in_case or self.proc is None or self.proc.stdin is None:
+            return
+        self.in_case = False
+        try:
+            write_frame(self.proc.stdin.fileno(), {"op": "end"}, fmt="marshal", deadline=time.monotonic() + 5)
+        except (TimeoutError, OSError):
+            self.close()
+
+    def run_case(self, payload: dict[str, Any], timeout_s: float | None = None) -> CaseReply:
+        """Send one call (function mode: part of the current case) or one io case. A dead worker is
+        restarted first; a load failure fails every case. ``timeout_s`` is the io wall limit."""
         if self.load_error is not None:
             return CaseReply(ok=False, reason=self.load_error)
         if self.proc is None or self.proc.poll() is not None:
             self.start()
             if self.load_error is not None:
                 return CaseReply(ok=False, reason=self.load_error)
-        reply = self._exchange({**payload, "timeout": timeout_s}, timeout_s + _GRACE_S)
+        wall = self.limits.wall_limit()
+        self.in_case = payload.get("op") == "call"
+        self.seq += 1
+        reply = self._exchange({**payload, "timeout": wall, "seq": self.seq}, wall + _GRACE_S)
+        if reply.data.get("seq", self.seq) != self.seq:
+            self.close()
+            return CaseReply(ok=False, reason="malformed reply (not the answer to this call)")
         self.events += [str(e) for e in reply.data.get("events", [])][: max(0, 50 - len(self.events))]
         return reply
 
@@ -248,7 +314,7 @@ class WorkerSession:
             frame = read_frame(
                 self.proc.stdout.fileno(),
                 deadline=time.monotonic() + wait_s,
-                max_bytes=self.limits.max_output_bytes + 65536,
+                max_bytes=self.max_reply() + 65536,
             )
         except TimeoutError:
             self.close()
@@ -261,7 +327,7 @@ class WorkerSession:
             return CaseReply(ok=False, reason="the candidate killed or broke its own runner")
         if not isinstance(frame, dict):
             return CaseReply(ok=False, reason="malformed reply")
-        return CaseReply(ok=bool(frame.get("ok")), data=frame, reason=str(frame.get("error", ""))[:500])
+        return CaseReply(ok=bool(frame.get("ok")), data=frame, reason=str(frame.get("error", ""))[:2000])
 
 
 def _stderr(proc: subprocess.Popen[bytes]) -> str:

@@ -1,25 +1,54 @@
 """Hidden-test evaluation for function problems, in the grader's process (never in the sandbox).
 
-The tests' top-level ``assert`` statements are the cases (or the asserts inside a HumanEval-style
-``def check(candidate)``); everything else is setup run once. The entry point (and ``candidate``)
-is bound to a proxy that calls the sandboxed candidate and returns its result rebuilt as plain data.
+The tests run as plain Python, in order, with each entry point (and HumanEval's ``candidate``)
+bound to a proxy that calls the sandboxed candidate and returns its result rebuilt as plain data.
+Two shapes:
+
+- **top-level asserts** (MBPP, the built-in ``code`` env): every top-level statement runs in
+  order; each top-level ``assert`` is one case (a failed one does not stop the next). A statement
+  that raises before the candidate was ever called means the tests are broken (an error); after a
+  call, the remaining cases fail.
+- **``def check(candidate)``** (HumanEval): the module runs verbatim (helpers, constants,
+  ``METADATA``; a top-level ``check(...)`` call is the harness's and is skipped), then
+  ``check(proxy)`` is called once. When the body of ``check`` is only asserts, each is a case;
+  otherwise (loops, helpers, locals) the call is one case, passed when it returns.
+
+Where the boundary could change what the tests mean, it does not:
+
+- a candidate's exception reaches the tests as its nearest built-in class (``except ValueError``
+  works), except control-flow ones: ``StopIteration``/``StopAsyncIteration`` become
+  :class:`CandidateStopIteration` (a ``RuntimeError``, as PEP 479 does for generators) so they
+  cannot silently end an ``all(map(candidate, xs))`` in the grader; ``SystemExit``,
+  ``KeyboardInterrupt`` and ``GeneratorExit`` fail the case.
+- in-place changes the candidate makes to a list/dict/set/bytearray argument become visible to the
+  tests at the end of the *statement* that made the call (a flush is inserted after every statement
+  of the tests), never inside it: ``assert sort_copy(xs) == sorted(xs)`` compares with the
+  original ``xs`` even when the candidate emptied it.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
+import marshal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from verigym.graders.code._codec import CodecError, decode, encode
 
-__all__ = ["CandidateFailure", "CaseResult", "TaskTestsError", "evaluate_asserts"]
+__all__ = ["CandidateFailure", "CandidateStopIteration", "CaseResult", "TaskTestsError", "evaluate_asserts"]
+
+FILENAME = "<hidden tests>"
+_FLUSH = "__verigym_flush__"
+_CONTROL = ("StopIteration", "StopAsyncIteration")
 
 
 @dataclass
 class CaseResult:
+    """One case's verdict: its label (``line N: <assert>`` or ``check(f)``), passed, and why not."""
+
     name: str
     passed: bool
     reason: str = ""
@@ -35,74 +64,106 @@ class CandidateFailure(BaseException):
     A ``BaseException`` so that a test's own ``except Exception`` cannot swallow it.
     """
 
-    def __init__(self, reason: str, error: str = "") -> None:
+    def __init__(self, reason: str, error: str = "", msg: str = "") -> None:
         super().__init__(reason)
-        self.reason, self.error = reason, error
+        self.reason, self.error, self.msg = reason, error, msg
 
 
-class _Counter:
-    calls = 0
+class CandidateStopIteration(RuntimeError):
+    """The candidate raised ``StopIteration``: a plain error here, so no iterator ends early."""
+
+
+class _State:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.pending: list[tuple[Any, Any]] = []
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for arg, new in pending:
+            _copy_into(arg, new)
+
+
+def _pack(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as marshal data (fast, trusted direction) or, for other types, as tokens."""
+    try:
+        return {"blob": marshal.dumps((args, kwargs))}
+    except ValueError:
+        pass
+    try:
+        return {"tokens": encode([list(args), kwargs])}
+    except CodecError as exc:
+        raise TaskTestsError(f"the tests pass an argument that is not plain data: {exc}") from None
 
 
 class _Proxy:
-    def __init__(self, name: str, call: Callable[[dict[str, Any]], Any], counter: _Counter) -> None:
-        self._name, self._call, self._counter = name, call, counter
+    def __init__(self, name: str, call: Callable[[dict[str, Any]], Any], state: _State) -> None:
+        self._name, self._call, self._state = name, call, state
+        self.__name__ = self.__qualname__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            payload = {"name": self._name, "args": encode(list(args)), "kwargs": encode(dict(kwargs))}
-        except CodecError as exc:
-            raise TaskTestsError(f"the tests pass an argument that is not plain data: {exc}") from None
-        self._counter.calls += 1
+        payload = {"name": self._name, **_pack(args, kwargs)}
+        self._state.calls += 1
         try:
             reply = self._call(payload)
         except CandidateFailure as failure:
-            name, _, msg = failure.error.partition(": ")
-            exc_type = getattr(builtins, name, None) if failure.error else None
-            if isinstance(exc_type, type) and issubclass(exc_type, Exception) and exc_type is not Exception:
-                raise exc_type(msg) from None  # lets tests that expect e.g. ValueError work
-            raise
+            raise _as_exception(failure) from None
         try:
             value = decode(reply.get("value"))
-            after = decode(reply["args_after"]) if "args_after" in reply else None
-        except (CodecError, ValueError, RecursionError) as exc:
+            changed = {k: decode(v) for k, v in dict(reply.get("changed") or {}).items()}
+        except (CodecError, ValueError, TypeError) as exc:
             raise CandidateFailure(f"unsupported result: {exc}") from None
-        if isinstance(after, list) and len(after) == len(args):
-            for arg, new in zip(args, after, strict=True):
-                _copy_into(arg, new)
+        for key, new in changed.items():
+            arg = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
+            if arg is not None:
+                self._state.pending.append((arg, new))
         return value
+
+
+def _as_exception(failure: CandidateFailure) -> BaseException:
+    """The candidate's exception as the tests should see it (see the module docstring)."""
+    name = failure.error
+    if name in _CONTROL:
+        return CandidateStopIteration(f"the candidate raised {name}")
+    exc_type = getattr(builtins, name, None) if name else None
+    if isinstance(exc_type, type) and issubclass(exc_type, Exception) and exc_type is not Exception:
+        try:
+            return exc_type(failure.msg)  # lets tests expecting ValueError work
+        except Exception:
+            return failure
+    return failure
 
 
 def _copy_into(arg: Any, new: Any) -> None:
     """Mirror an in-place change the candidate made to a mutable argument."""
-    if type(arg) is list and type(new) is list:
+    if type(arg) in (list, bytearray) and type(new) is type(arg):
         arg[:] = new
     elif type(arg) in (dict, set) and type(new) is type(arg):
         arg.clear()
         arg.update(new)
 
 
-def _split(tests: str, entries: list[str]) -> tuple[list[ast.stmt], list[ast.Assert], dict[str, str]]:
-    try:
-        tree = ast.parse(tests)
-    except SyntaxError as exc:
-        raise TaskTestsError(f"the tests do not parse: {exc}") from None
-    body = [s for s in tree.body if not _imports_entry(s, entries)]
-    names = {e: e for e in entries}
-    asserts = [s for s in body if isinstance(s, ast.Assert)]
-    if asserts:
-        return [s for s in body if not isinstance(s, ast.Assert)], asserts, names
-    checks = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == "check" and s.args.args]
-    if not checks:
-        raise TaskTestsError("the tests contain no assert statements (top-level or in def check(candidate))")
-    check = checks[-1]
-    names[check.args.args[0].arg] = entries[0]
-    setup = [s for s in body if s is not check and not _calls_check(s)]
-    setup += [s for s in check.body if not isinstance(s, ast.Assert)]
-    asserts = [s for s in check.body if isinstance(s, ast.Assert)]
-    if not asserts:
-        raise TaskTestsError("def check(candidate) contains no top-level assert statements")
-    return setup, asserts, names
+class _Flusher(ast.NodeTransformer):
+    """Insert ``__verigym_flush__()`` after every statement of every block."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                out: list[ast.stmt] = []
+                for stmt in value:
+                    out.append(stmt)
+                    if not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+                        call = ast.Call(ast.Name(_FLUSH, ast.Load()), [], [])
+                        out.append(ast.copy_location(ast.Expr(call), stmt))
+                setattr(node, name, out)
+        return node
+
+
+def _compile(stmts: list[ast.stmt]) -> Any:
+    module = _Flusher().visit(ast.Module(body=copy.deepcopy(stmts), type_ignores=[]))
+    ast.fix_missing_locations(module)
+    return compile(module, FILENAME, "exec", dont_inherit=True, optimize=0)
 
 
 def _imports_entry(stmt: ast.stmt, entries: list[str]) -> bool:
@@ -118,49 +179,121 @@ def _calls_check(stmt: ast.stmt) -> bool:
     )
 
 
-def _run(stmts: list[ast.stmt], ns: dict[str, Any]) -> None:
-    module = ast.Module(body=stmts, type_ignores=[])
-    exec(compile(module, "<hidden tests>", "exec", dont_inherit=True, optimize=0), ns)
+def _where(exc: BaseException, lines: list[str]) -> str:
+    """``line N: <source>`` of the innermost frame of the tests in ``exc``'s traceback."""
+    tb, lineno = exc.__traceback__, 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == FILENAME:
+            lineno = tb.tb_lineno
+        tb = tb.tb_next
+    if not 0 < lineno <= len(lines):
+        return ""
+    return f"line {lineno}: {lines[lineno - 1].strip()[:100]}: "
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, CandidateFailure):
+        return exc.reason
+    if isinstance(exc, AssertionError):
+        return "assertion failed" + (f" ({exc})" if str(exc) else "")
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def evaluate_asserts(
-    tests: str, entries: list[str], call: Callable[[dict[str, Any]], Any], *, stop_on_fail: bool = False
+    tests: str,
+    entries: list[str],
+    call: Callable[[dict[str, Any]], Any],
+    *,
+    stop_on_fail: bool = False,
+    end_case: Callable[[], None] = lambda: None,
+    prelude: str = "",
 ) -> list[CaseResult]:
-    """Evaluate every assert of ``tests`` with each entry point bound to a proxy over ``call``."""
-    setup, asserts, names = _split(tests, entries)
-    proxy = _Counter()
-    proxies = {alias: _Proxy(entry, call, proxy) for alias, entry in names.items()}
-    ns: dict[str, Any] = {"__builtins__": builtins, "__name__": "__hidden_tests__"}
-    ns.update(proxies)
-    labels = [f"line {a.lineno}: {ast.unparse(a.test)[:80]}" for a in asserts]
+    """Run ``tests`` with each entry point bound to a proxy over ``call`` (see the module docstring).
+
+    ``end_case()`` is called after each case (the candidate's state is fresh for the next one);
+    ``prelude`` is trusted code run first in the tests' namespace (e.g. a HumanEval prompt's helpers).
+    """
     try:
-        _run(setup, ns)
-    except CandidateFailure as exc:
-        return [CaseResult(label, False, exc.reason) for label in labels]
-    except TaskTestsError:
-        raise
-    except Exception as exc:
-        if proxy.calls == 0:
-            raise TaskTestsError(f"the tests' setup code raised {type(exc).__name__}: {exc}") from None
-        return [
-            CaseResult(label, False, f"setup failed on the candidate's result: {exc!r}"[:300])
-            for label in labels
-        ]
+        tree = ast.parse(tests)
+        pre = ast.parse(prelude) if prelude else None
+    except SyntaxError as exc:
+        raise TaskTestsError(f"the tests do not parse: {exc}") from None
+    body = [s for s in tree.body if not _imports_entry(s, entries)]
+    lines = tests.splitlines()
+    state = _State()
+    ns: dict[str, Any] = {"__builtins__": builtins, "__name__": "__hidden_tests__", _FLUSH: state.flush}
+    proxies = {e: _Proxy(e, call, state) for e in entries}
+    if pre is not None:
+        try:
+            exec(_compile(pre.body), ns)
+        except Exception as exc:
+            raise TaskTestsError(f"the tests' prelude raised {type(exc).__name__}: {exc}") from None
     ns.update(proxies)
+    if any(isinstance(s, ast.Assert) for s in body):
+        return _top_level(body, ns, state, lines, stop_on_fail, end_case)
+    checks = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == "check" and s.args.args]
+    if not checks:
+        raise TaskTestsError("the tests contain no assert statements (top-level or in def check(candidate))")
+    setup = [s for s in body if not _calls_check(s)]
+    try:
+        exec(_compile(setup), ns)
+    except Exception as exc:
+        raise TaskTestsError(f"the tests' setup code raised {type(exc).__name__}: {exc}") from None
+    finally:
+        end_case()
+    ns.update(proxies)
+    check, proxy = ns.get("check"), proxies[entries[0]]
+    if not callable(check):
+        raise TaskTestsError("the tests define check but it is not callable")
+    simple = [
+        s for s in checks[-1].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    if simple and all(isinstance(s, ast.Assert) for s in simple):
+        ns[checks[-1].args.args[0].arg] = proxy
+        return _top_level(simple, ns, state, lines, stop_on_fail, end_case)
+    label = f"check({entries[0]})"
+    try:
+        check(proxy)
+        state.flush()
+        return [CaseResult(label, True)]
+    except (Exception, CandidateFailure) as exc:
+        return [CaseResult(label, False, (_where(exc, lines) + _reason(exc))[:400])]
+    finally:
+        end_case()
+
+
+def _top_level(
+    body: list[ast.stmt],
+    ns: dict[str, Any],
+    state: _State,
+    lines: list[str],
+    stop_on_fail: bool,
+    end_case: Callable[[], None],
+) -> list[CaseResult]:
     results: list[CaseResult] = []
-    for stmt, label in zip(asserts, labels, strict=True):
-        if stop_on_fail and results and not results[-1].passed:
-            results.append(CaseResult(label, False, "not run (an earlier case failed)"))
+    broken: str | None = None
+    for stmt in body:
+        is_case = isinstance(stmt, ast.Assert)
+        label = f"line {stmt.lineno}: {ast.unparse(stmt.test)[:80]}" if isinstance(stmt, ast.Assert) else ""
+        if broken is not None or (stop_on_fail and results and not results[-1].passed):
+            if is_case:
+                why = broken or "not run (an earlier case failed)"
+                results.append(CaseResult(label, False, why))
             continue
         try:
-            _run([stmt], ns)
-            results.append(CaseResult(label, True))
-        except AssertionError:
-            results.append(CaseResult(label, False, "assertion failed"))
-        except CandidateFailure as exc:
-            results.append(CaseResult(label, False, exc.reason))
-        except TaskTestsError:
-            raise
-        except Exception as exc:
-            results.append(CaseResult(label, False, f"{type(exc).__name__}: {exc}"[:300]))
+            exec(_compile([stmt]), ns)
+            if is_case:
+                results.append(CaseResult(label, True))
+        except (Exception, CandidateFailure) as exc:
+            if is_case:
+                results.append(CaseResult(label, False, _reason(exc)))
+            elif state.calls == 0 and not isinstance(exc, CandidateFailure):
+                raise TaskTestsError(
+                    f"the tests' line {stmt.lineno} raised {type(exc).__name__}: {exc}"
+                ) from None
+            else:
+                broken = f"an earlier statement failed on the candidate: {_reason(exc)}"[:300]
+        finally:
+            state.flush()
+            end_case()
     return results

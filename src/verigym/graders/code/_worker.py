@@ -3,18 +3,29 @@
 Stdlib only; its source (after ``_codec``'s) is passed to ``python -S -I -c`` inside bwrap.
 The worker knows nothing of the tests: it receives arguments (or stdin) and sends back what the
 candidate returned (or printed), as plain data. Verdicts are computed by the grader outside the
-sandbox, so anything the candidate does to this process (patching it, writing fake frames,
+sandbox, so anything the candidate does to its process (patching it, writing fake frames,
 killing it) can only change the data it claims, never the comparison.
 
-Each case runs in a forked child with its own process group, CPU limit and wall timeout; the
-child is killed with its group afterwards. Protocol: length-prefixed frames on the fds that were
-stdin/stdout of the sandbox (fds 0/1/2 of the candidate point at ``/dev/null``): marshal from the
-grader (trusted), JSON back (parsed by the grader as untrusted data). The worker imports only C
-modules at startup (no ``json``/``re``/``typing``): its start-up time is grading throughput.
+**Cases.** Each case runs in a child forked from the loaded candidate, in its own process group
+with a CPU-time limit (``RLIMIT_CPU``; the grader bounds wall time). For function problems the
+child answers every call of its case itself on the protocol descriptors (module state persists
+between the calls of one case, as in plain Python, and is fresh for the next case) and exits on
+"end"; when it dies instead, the worker reports why. The candidate's module is registered as
+``__candidate__`` so that ``pickle``/``multiprocessing`` find its functions.
+
+**Zygote.** When the grader runs as root, the worker stays a zygote that never runs candidate
+code: each candidate runs in a fork under its own fresh uid; afterwards the zygote, as that uid,
+kills every process it left and removes its files in ``/tmp`` and ``/dev/shm``, then proves it is
+itself by echoing a token only it can read (``_session``), and serves the next candidate.
+
+Protocol: length-prefixed frames on the fds that were stdin/stdout of the sandbox (fds 0/1/2 of
+the candidate point at ``/dev/null``): marshal from the grader (trusted), JSON back (parsed by the
+grader as untrusted data). Only C modules are imported at startup: start-up time is throughput.
 """
 
 from __future__ import annotations
 
+import builtins
 import marshal
 import os
 import resource
@@ -59,6 +70,7 @@ _WATCH = (
     "ctypes.dlopen",
     "shutil.rmtree",
 )
+_MUTABLE = (list, dict, set, bytearray)
 EVENTS: list[str] = []
 
 
@@ -71,19 +83,27 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             EVENTS.append(event)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> dict[str, str]:
+    """The exception as text plus its nearest built-in class (what ``except`` in a test would see)."""
     name = type(exc).__name__
     try:
-        text = str(exc)[:300]
+        text = str(exc)[:2000]
     except BaseException:
         text = "<unprintable>"
-    return f"{name}: {text}" if text else name
+    base = "Exception"
+    for cls in type(exc).__mro__:
+        if getattr(builtins, cls.__name__, None) is cls:
+            base = cls.__name__
+            break
+    return {"error": f"{name}: {text}" if text else name, "exc": base, "msg": text}
 
 
 def _status(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        return f"killed by signal {_SIGNALS.get(sig, sig)}"
+        if sig == 24:
+            return "went over its CPU time limit (SIGXCPU)"
+        return f"was killed by signal {_SIGNALS.get(sig, sig)}"
     return f"exited with code {os.WEXITSTATUS(status)}"
 
 
@@ -127,48 +147,90 @@ def _child_limits(cpu: int, fsize: int | None = None) -> None:
     EVENTS.clear()
 
 
-def _call(fn: Any, msg: dict[str, Any], cpu: int, limit: int, proto: tuple[int, int]) -> bytes:
-    """Run one call in a forked child; returns the JSON body to relay (the child's, unparsed)."""
-    r, w = os.pipe()
+def _args(msg: dict[str, Any]) -> tuple[Any, Any]:
+    if "blob" in msg:
+        args, kwargs = marshal.loads(msg["blob"])
+        return args, kwargs
+    got = decode(msg["tokens"])
+    return got[0], got[1]
+
+
+def _one_call(fns: dict[str, Any], msg: dict[str, Any]) -> dict[str, Any]:
+    args, kwargs = _args(msg)
+    mutable = {str(i): a for i, a in enumerate(args) if isinstance(a, _MUTABLE)}
+    mutable.update({k: a for k, a in kwargs.items() if isinstance(a, _MUTABLE)})
+    before = _args(msg) if mutable else None
+    try:
+        value = fns[msg["name"]](*args, **kwargs)
+    except BaseException as exc:
+        return {"ok": False, **_describe(exc)}
+    reply: dict[str, Any] = {"ok": True, "value": encode(value)}
+    if before is not None:  # in-place changes to arguments, for tests that check them
+        old = {str(i): a for i, a in enumerate(before[0])}
+        old.update(before[1])
+        changed = {}
+        for key, arg in mutable.items():
+            try:
+                same = type(arg) is type(old[key]) and bool(arg == old[key])
+            except BaseException:
+                same = False
+            if not same:
+                changed[key] = encode(arg)
+        if changed:
+            reply["changed"] = changed
+    return reply
+
+
+_BYE = 3  # exit status of a case child that read "bye": the session ends too
+
+
+def _serve_case(fns: dict[str, Any], first: bytes, proto: tuple[int, int]) -> None:
+    """The case child: answer calls on the protocol descriptors until "end" (exit 0) or "bye"."""
+    raw: bytes | None = first
+    while raw is not None:
+        msg = marshal.loads(raw)
+        if not isinstance(msg, dict) or msg.get("op") != "call":
+            os._exit(_BYE if isinstance(msg, dict) and msg.get("op") == "bye" else 0)
+        try:
+            reply = _one_call(fns, msg)
+        except CodecError as exc:
+            reply = {"ok": False, "error": f"unsupported result: {exc}"}
+        except BaseException as exc:
+            reply = {"ok": False, "error": f"unsupported result: {_describe(exc)['error']}"}
+        reply["events"] = list(EVENTS)
+        reply["seq"] = msg.get("seq")
+        try:
+            body = dumps(reply)
+        except BaseException as exc:
+            why = f"unsupported result: {_describe(exc)['error']}"
+            body = dumps({"ok": False, "error": why, "seq": msg.get("seq")})
+        write_raw(proto[1], body)
+        raw = read_raw(proto[0])
+
+
+def _case(fns: dict[str, Any], first: bytes, cpu: int, proto: tuple[int, int]) -> bool:
+    """Run one case in a forked child that reads and answers its calls itself, and wait for it
+    (the grader bounds the wall time). False when the child read "bye" (the session is over)."""
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(r)
-            for fd in proto:
-                os.close(fd)
             _child_limits(cpu)
-            args, kwargs = decode(msg["args"]), decode(msg["kwargs"])
-            try:
-                reply: dict[str, Any] = {"ok": True, "value": encode(fn(*args, **kwargs))}
-                if any(isinstance(a, list | dict | set) for a in args):
-                    try:  # noqa: SIM105 (in-place changes to arguments, for tests that check them)
-                        reply["args_after"] = encode(args)
-                    except (CodecError, RecursionError):
-                        pass
-            except CodecError as exc:
-                reply = {"ok": False, "error": f"unsupported result: {exc}"}
-            except BaseException as exc:
-                reply = {"ok": False, "error": _describe(exc)}
-            reply["events"] = list(EVENTS)
-            try:
-                write_frame(w, reply)
-            except (ValueError, TypeError, RecursionError) as exc:
-                write_frame(w, {"ok": False, "error": f"unsupported result: {_describe(exc)}"})
+            _serve_case(fns, first, proto)
         finally:
             os._exit(0)
-    os.close(w)
     try:
-        body = read_raw(r, deadline=time.monotonic() + msg["timeout"], max_bytes=limit)
-        if body is None:
-            body = dumps({"ok": False, "error": f"no result: the call {_status(_reap(pid))}"})
-    except TimeoutError:
-        body = dumps({"ok": False, "error": f"timeout after {msg['timeout']:g}s"})
-    except CodecError as exc:
-        body = dumps({"ok": False, "error": str(exc)})
-    finally:
-        os.close(r)
-        _reap(pid)
-    return body
+        status = os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        status = 0
+    try:  # noqa: SIM105 (what the case left in its process group, e.g. a Pool's workers)
+        os.kill(-pid, 9)
+    except OSError:
+        pass
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _BYE:
+        return False
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        write_frame(proto[1], {"ok": False, "error": f"no result: the call {_status(status)}"})
+    return True
 
 
 def _run_io(
@@ -231,52 +293,147 @@ def _run_io(
     return reply
 
 
-def main() -> None:
-    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for name, value in cfg["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (value, value))
-    if os.getuid() == 0 and cfg.get("uid"):
-        uid = int(cfg["uid"])
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-    sys.path[:0] = list(cfg.get("path", []))
-    proto = (os.dup(0), os.dup(1))
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    write_frame(proto[1], {"ready": True, "uid": os.getuid()})
-    job = read_frame(proto[0], fmt="marshal")
-    if not isinstance(job, dict):
-        return
+def _load(job: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    code = compile(job["code"], "<candidate>", "exec", dont_inherit=True, optimize=0)
+    fns: dict[str, Any] = {}
+    if job["mode"] == "function":
+        module = type(sys)("__candidate__")
+        module.__dict__["__builtins__"] = __builtins__
+        sys.modules["__candidate__"] = module  # pickle (multiprocessing) finds functions by module
+        exec(code, module.__dict__)
+        fns = {name: module.__dict__.get(name) for name in job["entry"]}
+        for name, fn in fns.items():
+            if not callable(fn):
+                raise NameError(f"the code does not define a function named {name!r}")
+    return code, fns
+
+
+def _drop(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _wipe(top: str, uid: int) -> None:
+    """Remove everything ``uid`` owns under ``top`` (iteratively: no recursion on deep trees)."""
+    stack, dirs = [top], []
+    while stack:
+        d = stack.pop()
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            path = f"{d}/{name}"
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            is_dir = st.st_mode & 0o170000 == 0o040000
+            mine = st.st_uid == uid
+            if is_dir:
+                if mine:
+                    try:  # noqa: SIM105
+                        os.chmod(path, 0o700)
+                    except OSError:
+                        pass
+                    dirs.append(path)
+                stack.append(path)
+            elif mine:
+                try:  # noqa: SIM105
+                    os.unlink(path)
+                except OSError:
+                    pass
+    for d in reversed(dirs):
+        try:  # noqa: SIM105
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def _clean(uid: int) -> None:
+    """After a candidate: as its uid, kill every process it left and remove its files."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _drop(uid)
+            for _ in range(3):
+                try:
+                    os.kill(-1, 9)  # every process this uid may signal, in this pid namespace
+                except OSError:
+                    break
+            for top in ("/tmp", "/dev/shm"):
+                _wipe(top, uid)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _session(proto: tuple[int, int], job: dict[str, Any]) -> None:
+    """Load one candidate and serve its cases until the grader says ``bye`` or closes."""
     cpu, limit = int(job["case_cpu"]), int(job["max_output"])
     sys.addaudithook(_audit)
     try:
-        code = compile(job["code"], "<candidate>", "exec", dont_inherit=True, optimize=0)
-        fns: dict[str, Any] = {}
-        if job["mode"] == "function":
-            ns: dict[str, Any] = {"__name__": "__candidate__", "__builtins__": __builtins__}
-            exec(code, ns)
-            fns = {name: ns.get(name) for name in job["entry"]}
-            for name, fn in fns.items():
-                if not callable(fn):
-                    raise NameError(f"the code does not define a function named {name!r}")
+        code, fns = _load(job)
         load: dict[str, Any] = {"ok": True}
     except BaseException as exc:
-        load = {"ok": False, "error": _describe(exc)}
+        load = {"ok": False, **_describe(exc)}
     load["events"] = list(EVENTS)
     write_frame(proto[1], load)
     if not load["ok"]:
         return
     n = 0
     while True:
-        msg = read_frame(proto[0], fmt="marshal")
-        if not isinstance(msg, dict):
+        raw = read_raw(proto[0])
+        if raw is None:
+            return
+        msg = marshal.loads(raw)
+        if not isinstance(msg, dict) or msg.get("op") == "bye":
             return
         n += 1
-        if job["mode"] == "function":
-            write_raw(proto[1], _call(fns[msg["name"]], msg, cpu, limit, proto))
-        else:
+        if msg["op"] == "call":
+            if not _case(fns, raw, cpu, proto):
+                return
+        elif msg["op"] == "io":
             write_frame(proto[1], _run_io(code, msg, cpu, limit, proto, n))
+
+
+def main() -> None:
+    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, value in cfg["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    zygote = bool(cfg.get("zygote")) and os.getuid() == 0
+    if os.getuid() == 0 and cfg.get("uid") and not zygote:
+        _drop(int(cfg["uid"]))
+    sys.path[:0] = list(cfg.get("path", []))
+    proto = (os.dup(0), os.dup(1))
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    write_frame(proto[1], {"ready": True, "uid": os.getuid(), "zygote": zygote})
+    while True:
+        job = read_frame(proto[0], fmt="marshal")
+        if not isinstance(job, dict) or (zygote and job.get("op") != "job"):
+            return
+        if not zygote:
+            _session(proto, job)
+            return
+        # zygote: each candidate runs in a fork under its own fresh uid; this process never runs
+        # candidate code, and after each one kills what it left and removes its files
+        uid = int(job["uid"])
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _drop(uid)
+                _session(proto, job)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        _clean(uid)
+        write_frame(proto[1], {"reset": True})
+        check = read_frame(proto[0], fmt="marshal")
+        if not isinstance(check, dict) or check.get("op") != "verify":
+            return
+        write_frame(proto[1], {"verified": check.get("token")})

@@ -1,10 +1,15 @@
 """Run untrusted commands in a bubblewrap (``bwrap``) sandbox with resource limits.
 
-The sandbox sees a read-only *allow-list* of the host (``/usr``, ``/etc``, the Python install and
-whatever the caller binds), never the rest: the project directory, home directories and the
-grader's hidden tests do not exist inside. It has no network (own network namespace with only
+The sandbox sees a read-only *allow-list* of the host (``/usr``, ``/etc``, the Python install's
+interpreter and standard library, and whatever the caller binds), never the rest: the project
+directory, home directories and the grader's hidden tests do not exist inside. The installs'
+``site-packages``/``dist-packages`` directories are masked with empty directories, so sandboxed
+code imports the standard library only, whatever it appends to ``sys.path``; packages are
+importable only where the caller binds them (``Sandbox(python_path=[...])``, e.g.
+``site_packages()`` for numpy). It has no network (own network namespace with only
 ``lo``), its own pid/ipc/uts namespaces, a private size-limited ``/tmp``, ``/dev`` and ``/proc``,
-and runs with every capability dropped. When the grader runs as root the command additionally
+and runs with every capability dropped. ``/tmp`` and ``/dev/shm`` (for ``multiprocessing``) are
+private size-limited tmpfs mounts. When the grader runs as root the command additionally
 switches to a random unprivileged uid, so that ``RLIMIT_NPROC`` (which the kernel does not enforce
 for root) stops fork bombs and root-only files stay unreadable.
 
@@ -16,6 +21,7 @@ be an explicit choice of the user (the CLI flag ``--unsafe-no-sandbox``).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -66,6 +72,28 @@ def site_packages() -> str:
 def python_executable() -> str:
     """The real interpreter binary behind ``sys.executable`` (a venv's python is a symlink)."""
     return os.path.realpath(sys.executable)
+
+
+@functools.cache
+def _site_dirs() -> tuple[str, ...]:
+    """Package directories of the host's Python installs that the sandbox binds (site-packages,
+    dist-packages): masked with an empty tmpfs so candidates see the standard library only."""
+    found: set[str] = set()
+    roots = [*_python_prefixes(), "/usr", "/usr/local"]
+    for root in roots:
+        for lib in ("lib", "lib64", "local/lib"):
+            base = os.path.join(root, lib)
+            if not os.path.isdir(base):
+                continue
+            for entry in os.listdir(base):
+                if not entry.startswith("python"):
+                    continue
+                for site in ("site-packages", "dist-packages"):
+                    path = os.path.realpath(os.path.join(base, entry, site))
+                    if os.path.isdir(path) and not os.path.islink(os.path.join(base, entry)):
+                        found.add(path)
+    bound = ("/usr/", *[p.rstrip("/") + "/" for p in _python_prefixes()])
+    return tuple(sorted(p for p in found if p.startswith(bound)))
 
 
 def _python_prefixes() -> list[str]:
@@ -126,8 +154,10 @@ class Sandbox:
             return
         if not self.bwrap:
             raise SandboxUnavailable(
-                "bubblewrap (bwrap) is not installed: install it (e.g. `apt-get install bubblewrap`) "
-                "or pass --unsafe-no-sandbox to run candidate code without isolation"
+                "bubblewrap (bwrap) is not installed and the code sandbox needs it: install it with "
+                "`make setup` (as root or with passwordless sudo) or `sudo apt-get install bubblewrap` "
+                "(`dnf install bubblewrap` on Fedora), or let graders run candidate code without "
+                "isolation (--unsafe-no-sandbox where a command offers it)"
             )
         with _probe_lock:
             if self.bwrap not in _probe_result:
@@ -210,8 +240,12 @@ class Sandbox:
         for hidden in _HIDDEN_FILES:
             if os.path.exists(hidden):
                 out.extend(["--ro-bind", "/dev/null", hidden])
+        for site in _site_dirs():  # the interpreter's own packages: hidden unless python_path binds them
+            out.extend(["--perms", "0755", "--tmpfs", site])
         out += ["--dev", "/dev", "--proc", "/proc"]
-        out += ["--size", str(limits.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+        tmp = str(limits.tmp_mb * 1024 * 1024)
+        out += ["--size", tmp, "--perms", "1777", "--tmpfs", "/tmp"]
+        out += ["--size", tmp, "--perms", "1777", "--tmpfs", "/dev/shm"]  # multiprocessing's semaphores
         made.add("/tmp")
         fds = stage_files(out, files, made)
         out += ["--chdir", cwd]
