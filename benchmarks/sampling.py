@@ -2,7 +2,9 @@
 
 Same model, same prompts, same batch, same length limit, temperature 1; both sides return what RL needs:
 the sampled ids and each sampled token's logprob (``output_scores`` + ``compute_transition_scores``).
-Two scenarios, each printing tokens/s of both sides and the ratio:
+Two scenarios, each running the sides alternately round by round (who goes first alternates; every
+round draws new samples on both sides) and printing each round's tokens/s, the ratio and the median
+ratio with MET / NOT MET against issue 17's targets (fixed ≥ 1.5×, RL-style ≥ 2.5×):
 
 * ``fixed``: ``--batch`` distinct prompts, EOS ignored on both sides, so every row decodes exactly
   ``--new-tokens`` tokens (pure per-step efficiency).
@@ -17,6 +19,7 @@ Two scenarios, each printing tokens/s of both sides and the ratio:
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from typing import Any
 
@@ -48,9 +51,13 @@ def prompts(n: int, long: bool = False) -> list[list[Message]]:
     return [[Message(role="user", content=f"{lead}What is {17 * i % 97} + {31 * i % 89}?")] for i in range(n)]
 
 
-def run_local(policy: LocalPolicy, rows: list[list[Message]], new_tokens: int, n: int = 1) -> int:
+def run_local(
+    policy: LocalPolicy, rows: list[list[Message]], new_tokens: int, n: int = 1, seed: int = 0
+) -> int:
     sampling = Sampling(temperature=1.0, max_tokens=new_tokens)
-    out = policy.generate([r for r in rows for _ in range(n)], sampling, seeds=list(range(len(rows) * n)))
+    count = len(rows) * n
+    seeds = list(range(seed * count, (seed + 1) * count))  # a fresh draw every round
+    out = policy.generate([r for r in rows for _ in range(n)], sampling, seeds=seeds)
     assert all(c.logprobs and len(c.logprobs) == len(c.completion_token_ids or ()) for c in out)
     return sum(len(c.completion_token_ids or ()) for c in out)
 
@@ -63,7 +70,9 @@ def run_hf(
     device: str,
     n: int = 1,
     fixed: bool = True,
+    seed: int = 0,
 ) -> int:
+    torch.manual_seed(seed)
     texts = [
         tok.apply_chat_template([m.to_openai() for m in r], add_generation_prompt=True, tokenize=False)
         for r in rows
@@ -94,25 +103,33 @@ def run_hf(
     )  # tokens through the first EOS
 
 
-def timed(fn: Any, repeats: int) -> float:
-    """Best tokens/s over ``repeats`` runs."""
-    best = 0.0
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        tokens = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        best = max(best, tokens / (time.perf_counter() - start))
-    return best
+def interleaved(ours: Any, theirs: Any, rounds: int) -> list[tuple[float, float]]:
+    """``rounds`` pairs of (verigym, transformers) tokens/s; the side that runs first alternates and
+    every round draws new samples (seed = round) on both sides."""
+    pairs = []
+    for r in range(rounds):
+        rates = {}
+        for name, fn in [("ours", ours), ("theirs", theirs)][:: 1 if r % 2 == 0 else -1]:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            tokens = fn(r + 1)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            rates[name] = tokens / (time.perf_counter() - start)
+        pairs.append((rates["ours"], rates["theirs"]))
+    return pairs
 
 
-def report(title: str, theirs: float, ours: float) -> None:
+def report(title: str, pairs: list[tuple[float, float]], target: float) -> None:
     print(f"\n{title}")
-    print(f"  transformers generate(output_scores=True): {theirs:10.0f} tokens/s")
-    print(f"  verigym LocalPolicy:                       {ours:10.0f} tokens/s")
-    print(f"  ratio (verigym / transformers):            {ours / theirs:10.2f}x")
+    print("  round  transformers tok/s  verigym tok/s  ratio")
+    for i, (ours, theirs) in enumerate(pairs):
+        print(f"  {i:5d}  {theirs:18.0f}  {ours:13.0f}  {ours / theirs:5.2f}x")
+    ratios = [o / t for o, t in pairs]
+    med = statistics.median(ratios)
+    print(f"  median ratio (verigym / transformers): {med:.2f}x, min {min(ratios):.2f}x; "
+          f"target >= {target}x: {'MET' if med >= target else 'NOT MET'}")  # fmt: skip
 
 
 def main() -> None:
@@ -127,7 +144,7 @@ def main() -> None:
     parser.add_argument(
         "--new-tokens", type=int, default=64, help="tokens generated per row (the limit in grpo)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per side (best is kept)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (sides alternate first)")
     parser.add_argument(
         "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
@@ -144,20 +161,24 @@ def main() -> None:
     run_hf(model, tok, prompts(2), 4, args.device)
     if args.scenario in ("fixed", "both"):
         rows = prompts(args.batch)
-        ours = timed(lambda: run_local(fixed, rows, args.new_tokens), args.repeats)
-        theirs = timed(lambda: run_hf(model, tok, rows, args.new_tokens, args.device), args.repeats)
-        report(f"fixed: batch {args.batch} x exactly {args.new_tokens} new tokens", theirs, ours)
+        pairs = interleaved(
+            lambda r: run_local(fixed, rows, args.new_tokens, seed=r),
+            lambda r: run_hf(model, tok, rows, args.new_tokens, args.device, seed=r),
+            args.rounds,
+        )
+        report(f"fixed: batch {args.batch} x exactly {args.new_tokens} new tokens", pairs, 1.5)
     if args.scenario in ("grpo", "both"):
         rows = prompts(args.groups, long=True)
-        ours = timed(lambda: run_local(natural, rows, args.new_tokens, args.n), args.repeats)
-        theirs = timed(
-            lambda: run_hf(model, tok, rows, args.new_tokens, args.device, args.n, fixed=False), args.repeats
+        pairs = interleaved(
+            lambda r: run_local(natural, rows, args.new_tokens, args.n, seed=r),
+            lambda r: run_hf(model, tok, rows, args.new_tokens, args.device, args.n, fixed=False, seed=r),
+            args.rounds,
         )
         plen = len(natural.encode(rows[0]))
         report(
             f"grpo: {args.groups} prompts (~{plen} tokens) x {args.n} samples, stop at EOS, limit {args.new_tokens}",
-            theirs,
-            ours,
+            pairs,
+            2.5,
         )
 
 
