@@ -1,0 +1,90 @@
+"""Warm sandboxes reused across candidates (zygote workers, root hosts): fresh state for each.
+
+A candidate that leaves files in /tmp and /dev/shm, a detached process still writing, and forged
+protocol frames must leave nothing the next candidate can see, and must not be able to keep the
+sandbox for the next candidate when it forged the hand-back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from verigym.graders.code import run_function_tests
+from verigym.graders.code.sandbox import Sandbox
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="zygote reuse needs root (a fresh uid per candidate)"
+)
+
+BOOT = "def boot():\n    return open('/proc/1/stat').read().split()[21]\n"
+LEAVE = BOOT + (
+    "import os, time\n"
+    "def f():\n"
+    "    open('/tmp/left', 'w').write('x')\n"
+    "    os.makedirs('/tmp/d/e', exist_ok=True)\n"
+    "    open('/tmp/d/e/f', 'w').write('x')\n"
+    "    os.chmod('/tmp/d', 0)\n"
+    "    open('/dev/shm/left', 'w').write('x')\n"
+    "    if os.fork() == 0:\n"
+    "        os.setsid()\n"
+    "        if os.fork() == 0:\n"
+    "            for _ in range(200):\n"
+    "                time.sleep(0.05)\n"
+    "                open('/tmp/late', 'w').write('x')\n"
+    "        os._exit(0)\n"
+    "    return boot()\n"
+)
+LOOK = BOOT + (
+    "import os\n"
+    "def f():\n"
+    "    seen = [p for p in ('/tmp/left', '/tmp/d', '/dev/shm/left', '/tmp/late') if os.path.exists(p)]\n"
+    "    procs = [p for p in os.listdir('/proc') if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid()]\n"
+    "    return boot(), seen, len(procs)\n"
+)
+FORGE = BOOT + (
+    "import os, json, struct\n"
+    "def f():\n"
+    "    for fd in range(3, 64):\n"
+    "        for frame in ({'reset': True}, {'verified': 'x'}):\n"
+    "            body = json.dumps(frame).encode()\n"
+    "            try:\n"
+    "                os.write(fd, struct.pack('>I', len(body)) + body)\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "    return boot()\n"
+)
+
+
+def _run(code: str, box: Sandbox, log: Path) -> list[object]:
+    """Grade ``code`` in ``box``; the tests (on the grader's side) log what ``f()`` returned."""
+    tests = f"import json\nv = f()\nopen({str(log)!r}, 'a').write(json.dumps(v) + '\\n')\nassert True\n"
+    res = run_function_tests(code, tests, "f", sandbox=box)
+    assert res.all_passed, res.detail()
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_next_candidate_sees_nothing_left_behind(tmp_path: Path) -> None:
+    box, log = Sandbox(), tmp_path / "log.jsonl"
+    _run(LEAVE, box, log)
+    leave_boot, (look_boot, seen, procs) = _run(LOOK, box, log)
+    assert leave_boot == look_boot, "the second candidate did not get the warm sandbox back"
+    assert seen == [] and procs == 2, (seen, procs)  # its own session and case processes
+
+
+def test_forged_hand_back_frames_do_not_keep_the_sandbox(tmp_path: Path) -> None:
+    box, log = Sandbox(), tmp_path / "log.jsonl"
+    run_function_tests(FORGE, "assert f() == 'never'\n", "f", sandbox=box)
+    run_function_tests(
+        BOOT.replace("boot", "f"),
+        f"import json\nopen({str(log)!r}, 'w').write(json.dumps(f()))\nassert True\n",
+        "f",
+        sandbox=box,
+    )
+    first = json.loads(log.read_text())
+    (look_boot, seen, procs) = _run(LOOK, box, tmp_path / "look.jsonl")[0]
+    assert seen == [] and procs == 2
+    assert isinstance(first, str) and isinstance(look_boot, str)
