@@ -29,6 +29,7 @@ mode the declared type wins (a wrong-typed allowed value is a gold error, never 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -74,12 +75,14 @@ class MatchResult:
     reason: str = ""
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise_string(value: str) -> str:
     """Unicode NFKC, casefold, trimmed, whitespace collapsed (none before ``,`` ``;``, one after)."""
     text = " ".join(unicodedata.normalize("NFKC", value).casefold().split())
     return _LIST_PUNCT.sub(r"\1 ", text).strip()
 
 
+@functools.lru_cache(maxsize=65536)
 def bfcl_string(value: str) -> str:
     """BFCL's ``standardize_string``: spaces and ``, . / - _ * ^`` removed, lowercased, ``'`` → ``"``."""
     return _BFCL_STRIP.sub("", value).lower().replace("'", '"')
@@ -274,18 +277,24 @@ def match_calls(
     def doc_of(answer: Mapping[str, Any]) -> Mapping[str, Any] | None:
         return docs.get(next(iter(answer))) if functions is not None else None
 
-    if ordered:
+    if ordered or len(calls) == 1:
         for c, a in zip(calls, answers, strict=True):
             res = match_call(c, a, doc_of(a), strings)
             if not res.ok:
                 return res
         return MatchResult(True)
-    ok = [[match_call(c, a, doc_of(a), strings) for a in answers] for c in calls]
+    cache: dict[tuple[int, int], MatchResult] = {}
+
+    def pair(i: int, j: int) -> MatchResult:  # computed only when the matching asks for it
+        if (i, j) not in cache:
+            cache[(i, j)] = match_call(calls[i], answers[j], doc_of(answers[j]), strings)
+        return cache[(i, j)]
+
     owner: list[int | None] = [None] * len(answers)
 
     def augment(i: int, seen: set[int]) -> bool:  # Kuhn's bipartite matching; n is tiny
         for j in range(len(answers)):
-            if ok[i][j].ok and j not in seen:
+            if j not in seen and pair(i, j).ok:
                 seen.add(j)
                 prev = owner[j]
                 if prev is None or augment(prev, seen):
@@ -295,7 +304,7 @@ def match_calls(
 
     for i in range(len(calls)):
         if not augment(i, set()):
-            reasons = [r.reason for r in ok[i] if r.reason]
+            reasons = [r.reason for j in range(len(answers)) if (r := pair(i, j)).reason]
             closest = min(reasons, key=lambda r: ("called" in r, len(r))) if reasons else "no answer left"
             return MatchResult(False, f"call {i} ({calls[i].name}) matches no remaining answer: {closest}")
     return MatchResult(True)

@@ -100,6 +100,10 @@ def _function_docs(functions: Sequence[Mapping[str, Any]] | None) -> list[Mappin
     return [f["function"] if "function" in f and isinstance(f["function"], Mapping) else f for f in functions]
 
 
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # dict first: the ABC check is slow
+
+
 def _alternatives(answers: Any) -> list[list[Any]]:
     if not isinstance(answers, list | tuple):
         raise ValueError(f"answers must be a list, got {type(answers).__name__}")
@@ -110,7 +114,7 @@ def _alternatives(answers: Any) -> list[list[Any]]:
     )
     for alt in alts:
         for ans in alt:
-            ok = isinstance(ans, Mapping) and len(ans) == 1 and isinstance(next(iter(ans.values())), Mapping)
+            ok = _is_map(ans) and len(ans) == 1 and _is_map(next(iter(ans.values())))
             if not ok:
                 raise ValueError(
                     f"each answer must be {{function_name: {{param: [allowed, ...]}}}}, got {ans!r}"
