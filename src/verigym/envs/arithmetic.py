@@ -10,6 +10,11 @@ operands) and ``ops`` (a string of ``+``, ``-``, ``*``) override it. Usual prece
 the last integer inside the last ``\\boxed{}``, else after the last "Answer:", else in the whole
 reply must equal the reference.
 
+Graders: ``graders="exact"`` (default) is the one grader ``correct``. ``graders="digits"`` is a
+multi-grader task for relative ranking (``rl.ranking``): ``length`` (the answer has the
+reference's number of digits and sign), ``last_digit`` (its ones digit is right) and ``correct``,
+each of weight ⅓, so the reward is their mean and reaches 1 only when all three pass.
+
 =====  ======  =====  =====
 level  digits  terms  ops
 =====  ======  =====  =====
@@ -105,6 +110,44 @@ def correct(task: Task, trajectory: Trajectory) -> Grade:
     return Grade(score=float(got == expected), detail=f"expected {expected}, got {got}")
 
 
+def _digits_of(task: Task, trajectory: Trajectory) -> tuple[str, str | None]:
+    if task.answer is None:
+        raise ValueError(f"task {task.id} has no reference answer")
+    got = parse_integer(trajectory.final_text)
+    return str(int(task.answer)), None if got is None else str(got)
+
+
+def length(task: Task, trajectory: Trajectory) -> Grade:
+    """1 when the answer has the reference's number of digits and sign."""
+    expected, got = _digits_of(task, trajectory)
+    if got is None:
+        return Grade(score=0.0, detail="no integer answer found")
+    return Grade(score=float(len(got) == len(expected)), detail=f"expected {len(expected)} chars, got {got}")
+
+
+def last_digit(task: Task, trajectory: Trajectory) -> Grade:
+    """1 when the answer's ones digit is the reference's."""
+    expected, got = _digits_of(task, trajectory)
+    if got is None:
+        return Grade(score=0.0, detail="no integer answer found")
+    return Grade(score=float(got[-1] == expected[-1]), detail=f"expected …{expected[-1]}, got {got}")
+
+
+def _rubric(graders: str) -> Rubric:
+    if graders == "exact":
+        return Rubric([Grader(correct, name="correct")])
+    if graders == "digits":
+        third = 1 / 3
+        return Rubric(
+            [
+                Grader(length, weight=third, name="length"),
+                Grader(last_digit, weight=third, name="last_digit"),
+                Grader(correct, weight=third, name="correct"),
+            ]
+        )
+    raise EnvArgError(f"arithmetic: graders must be 'exact' or 'digits', got {graders!r}")
+
+
 def _int_arg(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise EnvArgError(f"arithmetic: {name} must be an integer from {low} to {high}, got {value!r}")
@@ -126,8 +169,9 @@ class ArithmeticEnv(SingleTurnEnv):
         verbose: bool = False,
         size: int = 1000,
         system_prompt: str | None = None,
+        graders: str = "exact",
     ) -> None:
-        super().__init__(rubric=Rubric([Grader(correct, name="correct")]), system_prompt=system_prompt)
+        super().__init__(rubric=_rubric(graders), system_prompt=system_prompt)
         self.level = _int_arg("level", level, 1, max(LEVELS))
         base_digits, base_terms, base_ops = LEVELS[self.level]
         self.digits = _int_arg("digits", base_digits if digits is None else digits, 1, 18)

@@ -127,6 +127,10 @@ _BUILTINS: dict[str, _Entry] = {
         "verigym.envs.swe_instances:SweInstancesEnv",
         "SWE-bench-format instances over local repo dirs (path=); a diff graded by hidden tests.",
     ),
+    "tools_user": _Entry(
+        "verigym.envs.shop_user:ShopUserEnv",
+        "Shop customer service with a simulated user holding the goal (tau-bench): ask, act, final-state grade.",
+    ),
     "rubric_writing": _Entry(
         "verigym.envs.rubric_writing:RubricWritingEnv",
         "Open-ended writing graded by a rubric judge (any Policy as the judge).",

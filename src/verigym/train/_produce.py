@@ -15,11 +15,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
-from verigym.runner import rollout_group
+from verigym.runner import Scored, rollout_group
+from verigym.train import exploration as X
 from verigym.train._rewards import Group, Sample, StepBatch
-from verigym.train.config import TrainConfig, schedule_value
+from verigym.train.config import ConfigError, TrainConfig, schedule_value
 from verigym.train.samples import NotTrainable, trajectory_sequences
 from verigym.train.sampling import DifficultyTracker, has_signal
 from verigym.types import Sampling, Task
@@ -56,6 +59,24 @@ class Producer:
         self.policy = policy
         self.cfg = cfg
         self.tracker = tracker
+        gv = cfg.rl.group_variants
+        if gv is not None and gv.tool_variant:
+            from verigym.envs.tool import ToolEnv
+
+            plain = [s.name for s in self.slots if not isinstance(s.env, ToolEnv)]
+            if plain:
+                raise ConfigError(
+                    f"rl.group_variants.tool_variant: environment {plain[0]!r} has no tools to vary"
+                )
+        if cfg.rl.param_noise and getattr(policy, "model", None) is None:
+            raise ConfigError("rl.param_noise: needs the in-process policy (not remote servers)")
+        if cfg.rl.ranking_priority:
+            names = {n for s in self.slots for n in s.env.rubric.names}
+            unknown = [n for n in cfg.rl.ranking_priority if n not in names]
+            if unknown:
+                raise ConfigError(
+                    f"rl.ranking_priority: unknown grader(s) {unknown}; the rubrics have {sorted(names)}"
+                )
 
     def _pick(
         self, step: int, round_: int, k: int, taken: set[tuple[str, str]]
@@ -80,12 +101,72 @@ class Producer:
         return out
 
     async def produce(self, step: int) -> StepBatch:
+        sigma = schedule_value(self.cfg.rl.param_noise, step)
+        if sigma <= 0:
+            return await self._produce(step)
+        gen = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "noise", step))
+        model = getattr(self.policy, "model", None)
+        assert model is not None  # checked in __init__
+        with X.parameter_noise(model, sigma, gen):
+            batch = await self._produce(step)
+        for group in batch.groups:  # π_old is the clean policy: recompute the logprobs under it
+            for sample in group.samples:
+                for row in sample.rows:
+                    row.logprobs = None
+        batch.stats["param_noise"] = sigma
+        return batch
+
+    async def _group(
+        self, slot: EnvSlot, task: Task, sampling: Sampling, step: int, round_: int
+    ) -> list[Scored]:
+        """One group of ``task``: plain, or filled from its variants (``rl.group_variants``)."""
+        rl = self.cfg.rl
+        gv = rl.group_variants
+        if gv is None:
+            return await rollout_group(slot.env, self.policy, task, samples=rl.group_size, sampling=sampling)
+        rng = random.Random(derive_seed(self.cfg.seed, "variants", step, round_, slot.name, task.id))
+        parts: list[tuple[str, Environment, Task, int]] = []
+        for _ in range(gv.rewrite):
+            if gv.rewriter == "policy":
+                seed = derive_seed(self.cfg.seed, "rewrite", step, round_, task.id, len(parts))
+                ask = sampling.model_copy(update={"seed": seed, "max_tokens": 256, "logprobs": False})
+                variant = await X.policy_rewrite(task, self.policy, ask)
+            else:
+                variant = X.rule_rewrite(task, rng)
+            parts.append(
+                ("plain", slot.env, task, 1) if variant is None else ("rewrite", slot.env, variant, 1)
+            )
+        for _ in range(gv.guide):
+            parts.append(("guide", slot.env, X.guided(task, rng.choice(gv.guides)), 1))
+        if gv.tool_variant:
+            from verigym.envs.tool import ToolEnv, with_tool_variant
+
+            seed = rng.choice(gv.tool_seeds) if gv.tool_seeds else rng.randrange(2**31)
+            assert isinstance(slot.env, ToolEnv)
+            parts.append(("tool_variant", with_tool_variant(slot.env, seed), task, gv.tool_variant))
+        parts.append(("plain", slot.env, task, rl.group_size - gv.total))
+        out: list[Scored] = []
+        first = 0
+        for name, env, t, count in parts:
+            if count <= 0:
+                continue
+            scored = await rollout_group(
+                env, self.policy, t, samples=count, sampling=sampling, first_index=first
+            )
+            for sc in scored:
+                sc.trajectory.state["group_variant"] = name
+                sc.trajectory.task_id = task.id
+            out.extend(scored)
+            first += count
+        return out
+
+    async def _produce(self, step: int) -> StepBatch:
         rl = self.cfg.rl
         t0 = time.perf_counter()
         kept: list[Group] = []
         pass_rates: dict[str, float] = {}
         taken: set[tuple[str, str]] = set()
-        sampled = dropped_flat = dropped_small = errored = not_trainable = 0
+        sampled = dropped_flat = dropped_small = errored = not_trainable = flat = 0
         rounds = 0
         keep_rate = 1.0
         for round_ in range(rl.max_rounds if rl.dynamic_sampling else 1):
@@ -106,12 +187,7 @@ class Producer:
                 seed=derive_seed(self.cfg.seed, "sample", step, round_),
                 logprobs=True,
             )
-            results = await asyncio.gather(
-                *(
-                    rollout_group(s.env, self.policy, t, samples=rl.group_size, sampling=sampling)
-                    for s, t in picks
-                )
-            )
+            results = await asyncio.gather(*(self._group(s, t, sampling, step, round_) for s, t in picks))
             new = 0
             for (slot, task), scored in zip(picks, results, strict=True):
                 sampled += 1
@@ -135,6 +211,7 @@ class Producer:
                 rate = sum(r >= 1.0 for r in rewards) / len(rewards)
                 self.tracker.record(f"{slot.name}/{task.id}", rate)
                 pass_rates[f"{slot.name}/{task.id}"] = rate
+                flat += not has_signal(rewards)
                 if rl.dynamic_sampling and not has_signal(rewards):
                     dropped_flat += 1
                     continue
@@ -148,6 +225,7 @@ class Producer:
             "groups_sampled": float(sampled),
             "frac_groups_dropped": (dropped_flat + dropped_small) / max(sampled, 1),
             "frac_groups_zero_var": dropped_flat / max(sampled, 1),
+            "frac_groups_flat": flat / max(sampled, 1),  # all rewards equal, dropped or not
             "samples_errored": float(errored),
             "samples_not_trainable": float(not_trainable),
             "sampling_rounds": float(rounds),

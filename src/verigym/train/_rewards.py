@@ -2,6 +2,8 @@
 
 Errored samples never get here (the producer drops them and counts them). The rubric's reward
 defines correctness (reward ≥ 1, the eval's success threshold); shaping terms are added on top.
+With ``rl.ranking``, the rank score of each sample on the grader vector (``train.ranking``)
+replaces the weighted reward before shaping; the advantage estimator then sees rank scores.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from verigym.runner import Scored
 from verigym.train import advantages as A
+from verigym.train import ranking as R
 from verigym.train.config import TrainConfig, schedule_value
 from verigym.train.samples import Row
 from verigym.train.sampling import lead_length_rewards, soft_overlong, token_cost
@@ -45,6 +48,12 @@ class Sample:
     def reward(self) -> float:
         r = self.scored.score.reward
         return math.nan if r is None else float(r)
+
+    @property
+    def variant(self) -> str | None:
+        """The task variant this sample saw (``rl.group_variants``), None for a plain group."""
+        v = self.scored.trajectory.state.get("group_variant")
+        return None if v is None else str(v)
 
 
 @dataclass
@@ -90,7 +99,8 @@ def assign_advantages(
     grades = A.grade_matrix([{n: g.score for n, g in s.scored.score.grades.items()} for s in samples], names)
 
     reward = rubric_r.clone()
-    if rl.grader_weights or rl.grader_aggregation == "normalize_then_sum":
+    penalty = torch.tensor([s.scored.score.penalty for s in samples], dtype=torch.float64)
+    if rl.grader_weights or rl.grader_aggregation == "normalize_then_sum" or rl.ranking != "none":
         base_w = {n: w for g in batch.groups for n, w in g.grader_weights.items()}
         w = torch.tensor(
             [
@@ -101,8 +111,11 @@ def assign_advantages(
             ],
             dtype=torch.float64,
         )
-        penalty = torch.tensor([s.scored.score.penalty for s in samples], dtype=torch.float64)
-        reward = A.combine_graders(grades, w, groups, mode=rl.grader_aggregation) - penalty
+        if rl.ranking != "none":
+            order = R.priority_order(names, w.tolist(), rl.ranking_priority)
+            reward = R.rank_scores(rl.ranking, grades[:, order], groups, penalty=penalty)
+        else:
+            reward = A.combine_graders(grades, w, groups, mode=rl.grader_aggregation) - penalty
     if rl.lead_length_reward:
         reward = lead_length_rewards(lengths, correct, groups, alpha=rl.lead_alpha)
     max_tokens = cfg.sampling.max_tokens
@@ -139,6 +152,8 @@ def assign_advantages(
             r.advantage = float(adv[i])
             if rl.truncation == "mask" and bool(truncated[i]):
                 r.mask = [0] * len(r.mask)
+            if s.variant is not None:
+                r.meta["variant"] = s.variant
             rows.append(r)
     return rows, _metrics(samples, envs, reward, rubric_r, grades, names, lengths, truncated, adv)
 
@@ -174,4 +189,12 @@ def _metrics(
         out[f"env/{e}/reward"] = float(reward[t].mean())
         out[f"env/{e}/pass_rate"] = float((rubric_r[t] >= SUCCESS).double().mean())
         out[f"env/{e}/length_mean"] = float(lengths[t].mean())
+    by_variant: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(samples):
+        if s.variant is not None:
+            by_variant[s.variant].append(i)
+    for v, idx in by_variant.items():
+        t = torch.tensor(idx)
+        out[f"variant/{v}/pass_rate"] = float((rubric_r[t] >= SUCCESS).double().mean())
+        out[f"variant/{v}/samples"] = float(len(idx))
     return out

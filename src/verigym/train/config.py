@@ -9,6 +9,12 @@ Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``sampling.p
 normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft overlong, no KL),
 ``opo`` (length-weighted baseline, exact on-policy), ``skywork`` (adaptive entropy), ``lead``
 (GRPO-LEAD length reward + difficulty weights), ``clip_cov``, ``kl_cov``, ``gspo``.
+
+Multi-grader and exploration knobs (off by default, so every preset trains as before):
+``rl.ranking`` (``lexicographic`` | ``pareto``: advantages from each sample's rank in its group
+on the grader vector, ``train.ranking``), ``rl.group_variants`` (fill groups from rewritten /
+guided / tool-variant prompts) and ``rl.param_noise`` (noise on the sampler's weights), both in
+``train.exploration``.
 """
 
 from __future__ import annotations
@@ -21,13 +27,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
+from verigym.train.exploration import DEFAULT_GUIDES
 from verigym.train.losses import Aggregation, PolicyLossKind
+from verigym.train.ranking import Ranking
 
 __all__ = [
     "PRESETS",
     "ConfigError",
     "EnvConfig",
     "EvalConfig",
+    "GroupVariantsConfig",
     "LoggingConfig",
     "LoraConfig",
     "ModelConfig",
@@ -127,6 +136,25 @@ class SFTConfig(_Strict):
     target_pass_at_1: float | None = None  # stop once a held-out eval reaches this (light SFT)
 
 
+class GroupVariantsConfig(_Strict):
+    """How many of a group's ``group_size`` samples see each variant of the task (the rest see it
+    as is). ``rewriter``: ``rules`` (commute a sum's or product's operands) or ``policy`` (the
+    training policy paraphrases; kept only when every number survives); ``guides``: the guiding
+    sentences (one drawn per sample); ``tool_seeds``: tool-variant seeds to draw from (empty: a
+    fresh seed per group)."""
+
+    rewrite: Annotated[int, Field(ge=0)] = 0
+    guide: Annotated[int, Field(ge=0)] = 0
+    tool_variant: Annotated[int, Field(ge=0)] = 0
+    rewriter: Literal["rules", "policy"] = "rules"
+    guides: list[str] = list(DEFAULT_GUIDES)
+    tool_seeds: list[int] = []
+
+    @property
+    def total(self) -> int:
+        return self.rewrite + self.guide + self.tool_variant
+
+
 class RLConfig(_Strict):
     preset: str = "grpo"
     steps: Annotated[int, Field(gt=0)] = 50
@@ -139,6 +167,9 @@ class RLConfig(_Strict):
     grader_weights: dict[str, Schedule] = {}
     grader_aggregation: GraderAggregation = "sum_then_normalize"
     lead_difficulty: bool = False
+    # relative ranking on the grader vector (train.ranking); "none": the weighted reward
+    ranking: Ranking = "none"
+    ranking_priority: list[str] = []  # lexicographic order of graders (the rest: by weight)
     # loss
     loss: PolicyLossKind = "ppo"
     eps_low: float = 0.2
@@ -183,6 +214,9 @@ class RLConfig(_Strict):
     lead_alpha: float = 0.05
     token_cost: float = 0.0
     shuffle_rewards: bool = False  # a control: shuffle rewards across the batch (should not learn)
+    # exploration (train.exploration)
+    group_variants: GroupVariantsConfig | None = None
+    param_noise: Schedule = 0.0  # σ of the sampler's weight noise, relative to each tensor's std
     # pipeline
     queue_size: Annotated[int, Field(gt=0)] = 1
     eval_every: Annotated[int, Field(ge=0)] = 0
@@ -195,6 +229,22 @@ class RLConfig(_Strict):
             raise ValueError("delta must exceed 1 + eps_high")
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError("dual_clip must exceed 1")
+        gv = self.group_variants
+        if gv is not None and gv.total > self.group_size:
+            raise ValueError(
+                f"group_variants ask for {gv.total} variant samples but group_size is {self.group_size}"
+            )
+        if gv is not None and gv.guide and not gv.guides:
+            raise ValueError("group_variants.guide needs at least one guide in group_variants.guides")
+        noise = (
+            [self.param_noise]
+            if isinstance(self.param_noise, int | float)
+            else [v for _, v in self.param_noise]
+        )
+        if any(v < 0 for v in noise):
+            raise ValueError("param_noise must be ≥ 0")
+        if self.ranking_priority and self.ranking != "lexicographic":
+            raise ValueError('ranking_priority needs ranking = "lexicographic"')
         return self
 
 

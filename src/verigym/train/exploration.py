@@ -9,7 +9,7 @@ The seed lecture's remedies (003, "Effective policy exploration") are implemente
   ``data.synthesis.REWRITE_PROMPTS`` and keeps the paraphrase only if every number survives),
   ``guide`` (a guiding sentence that pushes another approach, put before the task's text), and
   ``tool_variant`` (the environment's tools renamed, reworded, reordered, with distractors —
-  ``envs.variants``; tool environments only). Every variant keeps the task's reference answer
+  ``tools.variants``; tool environments only). Every variant keeps the task's reference answer
   and hidden info, so the same rubric grades it. Each sample records its variant
   (``trajectory.state["group_variant"]``, ``row.meta["variant"]``) and the step metrics report
   pass rate per variant.
