@@ -222,9 +222,8 @@ def _resolve(name: str) -> Any:
     if ep is not None:
         return ep.load()
     if name.startswith("rg:") and len(name) > 3:
-        from verigym.envs.rg import rg_env
-
-        return functools.partial(rg_env, name[3:])
+        # by import path, like the built-ins (envs.rg imports this module)
+        return functools.partial(_import_attr("verigym.envs.rg:rg_env"), name[3:])
     if ":" in name:
         return _import_attr(name)
     known = ", ".join(list_envs()) or "none"
