@@ -46,7 +46,8 @@ DOCUMENTED: dict[str, list[str]] = {
         "required_paths", "schema_grader", "schema_score",
     ],
     "verigym.graders.toolcall": [
-        "Call", "MatchResult", "bench_verdict", "calls_from_trajectory", "check_type", "contains_output",
+        "STRING_MODES", "Call", "MatchResult", "bench_verdict", "bfcl_string", "calls_from_trajectory",
+        "check_type", "contains_output",
         "final_state_grader", "match_any", "match_call", "match_calls", "replay_actions",
         "required_outputs_grader", "state_hash", "toolcall_grader",
     ],
