@@ -91,3 +91,22 @@ def test_bad_rows_and_arguments_are_one_line_errors(tmp_path: Path) -> None:
         IfevalEnv()
     with pytest.raises(EnvArgError, match="mode must be one of"):
         IfevalEnv(path=str(FIXTURE), mode="lenient")
+
+
+def test_the_hugging_face_parquet_layout_is_read(tmp_path: Path) -> None:
+    """google/IFEval's Parquet file: kwargs are structs padded with nulls for every key."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()][:3]
+    keys = sorted({k for r in rows for kw in r["kwargs"] for k in kw})
+    padded = [
+        {**r, "kwargs": [{k: kw.get(k) for k in keys} for kw in r["kwargs"]]}
+        for r in rows  # the null padding of the released dataset
+    ]
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.Table.from_pylist(padded), path)
+    tasks = load_ifeval(path)
+    assert [t.id for t in tasks] == [str(r["key"]) for r in rows]
+    assert [t.info["kwargs"] for t in tasks] == [r["kwargs"] for r in rows]
+    assert check_env(IfevalEnv(path=str(path)), n=3).ok

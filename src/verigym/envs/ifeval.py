@@ -5,8 +5,8 @@
 
     {"key": 1000, "prompt": "Write a 300+ word summary ...", "instruction_id_list": [...], "kwargs": [{...}, ...]}
 
-``path=FILE`` is required: IFEval's ``input_data.jsonl`` (or the ``google/IFEval`` dataset's train
-split written out as JSON Lines) works as it is. A row may add ``"response"``: a reference reply
+``path=FILE`` is required: IFEval's ``input_data.jsonl``, or the ``google/IFEval`` dataset's
+Parquet file (``.parquet``; its kwargs padded with nulls are read as IFEval's), works as it is. A row may add ``"response"``: a reference reply
 that follows every instruction, which the oracle answers (without it the environment has no
 oracle). The key is the task id; ``instruction_id_list`` and ``kwargs`` are public info (the
 prompt states them).
@@ -23,7 +23,7 @@ detector does not cover is a grader error naming it, never a 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,27 +70,39 @@ def _row_task(row: Any, where: str) -> Task:
     )
 
 
+def _rows(p: Path) -> Iterator[tuple[str, Any]]:
+    if p.suffix.lower() in (".parquet", ".pq"):  # the google/IFEval dataset's own file
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(p)
+        except Exception as exc:
+            raise DatasetError(f"{p}: not a readable Parquet file ({type(exc).__name__})") from None
+        yield from ((f"{p}:row {i}", row) for i, row in enumerate(table.to_pylist(), start=1))
+        return
+    with p.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{p}:{lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{p}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
 def load_ifeval(path: str | Path) -> list[Task]:
-    """Tasks from an IFEval/IFBench JSON Lines file (one row per line; see the module docstring)."""
+    """Tasks from an IFEval/IFBench JSON Lines (or Parquet) file, one row each (module docstring)."""
     p = Path(path)
     if not p.is_file():
         raise DatasetError(f"{p}: no such file")
     tasks: list[Task] = []
     seen: set[str] = set()
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            task = _row_task(row, where)
-            if task.id in seen:
-                raise DatasetError(f"{where}: duplicate key {task.id!r}")
-            seen.add(task.id)
-            tasks.append(task)
+    for where, row in _rows(p):
+        task = _row_task(row, where)
+        if task.id in seen:
+            raise DatasetError(f"{where}: duplicate key {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
     return tasks
 
 
