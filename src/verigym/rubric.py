@@ -8,6 +8,12 @@ names. A group grader sees every sample of one task at once:
 Errors are not zeros: a grader that raises, times out or returns NaN gives an errored
 ``Grade``; a sample with any errored grade (that was not skipped by a gate) has no reward and
 carries the error instead.
+
+Graders not gated on each other run concurrently ("sequential execution on dependent graders,
+parallel execution on others", the agent-training lecture's grader-dependency rule): each grader
+starts as soon as the graders it is gated on have finished, sync graders in worker threads and
+async ones as tasks, and penalties run beside the graders. ``Rubric(concurrent=False)`` runs one
+grader at a time in dependency order; the scores are the same either way.
 """
 
 from __future__ import annotations
@@ -122,17 +128,22 @@ class Penalty:
 
 @dataclass
 class Rubric:
-    """Named graders with weights, gates and an optional cheating penalty.
+    """Named graders with weights, gates and cheating penalties.
 
     ``gates`` maps a grader name to the names it depends on: it runs only when each of them
     scored ≥ ``gate_threshold``; otherwise it gets 0 with detail ``gated``.
-    reward = Σ w_k g_k − penalty.
+    reward = Σ w_k g_k − Σ amounts of the penalties that fired (``penalty`` and ``penalties``;
+    each detector's grade is kept as ``penalty:NAME``). ``concurrent``: run independent graders
+    at the same time (see the module docstring).
     """
 
     graders: Sequence[Grader | GroupGrader] = field(default_factory=list)
     gates: Mapping[str, Sequence[str]] = field(default_factory=dict)
     penalty: Penalty | None = None
     gate_threshold: float = 1.0
+    penalties: Sequence[Penalty] = ()
+    concurrent: bool = True
+    _order: list[Grader | GroupGrader] = field(init=False, repr=False, compare=False, default_factory=list)
 
     def __post_init__(self) -> None:
         names = [g.name for g in self.graders]
@@ -142,6 +153,27 @@ class Rubric:
             for n in [name, *deps]:
                 if n not in names:
                     raise ValueError(f"rubric gate names unknown grader {n!r}; graders are {names}")
+        detectors = [p.grader.name for p in self.all_penalties]
+        if len(set(detectors)) != len(detectors):
+            raise ValueError(f"rubric penalty names must be unique, got {detectors}")
+        self._order = self._topological()
+
+    def _topological(self) -> list[Grader | GroupGrader]:
+        order: list[Grader | GroupGrader] = []
+        pending = list(self.graders)
+        while pending:
+            placed = {g.name for g in order}
+            ready = [g for g in pending if all(d in placed for d in self.gates.get(g.name, ()))]
+            if not ready:
+                raise ValueError(f"rubric gates form a cycle among {[g.name for g in pending]}")
+            order += ready
+            pending = [g for g in pending if g not in ready]
+        return order
+
+    @property
+    def all_penalties(self) -> list[Penalty]:
+        """``penalty`` (if set) then ``penalties``."""
+        return ([self.penalty] if self.penalty is not None else []) + list(self.penalties)
 
     @property
     def names(self) -> list[str]:
@@ -159,25 +191,51 @@ class Rubric:
         """Score every sample of one task; group graders see them all together."""
         n = len(trajectories)
         grades: list[dict[str, Grade]] = [{} for _ in range(n)]
-        pending = list(self.graders)
-        while pending:
-            ready = [g for g in pending if all(d in grades[0] for d in self.gates.get(g.name, ()))]
-            if not ready:  # a cycle in gates
-                raise ValueError(f"rubric gates form a cycle among {[g.name for g in pending]}")
-            if len(ready) == 1:  # the common case: no gather, no extra task (the eval hot path)
-                await self._run(ready[0], task, trajectories, grades)
-            else:
-                await asyncio.gather(*(self._run(g, task, trajectories, grades) for g in ready))
-            pending = [g for g in pending if g not in ready]
-        penalties = [0.0] * n
-        if self.penalty is not None:
-            detector = self.penalty
-            found = await asyncio.gather(*(detector.grader.grade(task, t) for t in trajectories))
-            for i, grade in enumerate(found):
+        penalties = self.all_penalties
+        found: list[list[Grade]] = [[] for _ in penalties]
+        if not self.concurrent:
+            for grader in self._order:
+                await self._run(grader, task, trajectories, grades, sequential=True)
+            for k, detector in enumerate(penalties):
+                found[k] = [await detector.grader.grade(task, t) for t in trajectories]
+        elif len(self._order) + len(penalties) == 1 and self._order:  # the eval hot path: no tasks
+            await self._run(self._order[0], task, trajectories, grades)
+        else:
+            await self._run_concurrently(task, trajectories, grades, found)
+        order = self.names  # the declared order, whatever order the graders finished in
+        grades = [{name: g[name] for name in order if name in g} for g in grades]
+        total = [0.0] * n
+        for detector, results in zip(penalties, found, strict=True):
+            for i, grade in enumerate(results):
                 grades[i][f"penalty:{detector.grader.name}"] = grade
                 if grade.ok and grade.score > 0.5:
-                    penalties[i] = detector.amount
-        return [self._combine(g, p, t) for g, p, t in zip(grades, penalties, trajectories, strict=True)]
+                    total[i] += detector.amount
+        return [self._combine(g, p, t) for g, p, t in zip(grades, total, trajectories, strict=True)]
+
+    async def _run_concurrently(
+        self,
+        task: Task,
+        trajectories: Sequence[Trajectory],
+        grades: list[dict[str, Grade]],
+        found: list[list[Grade]],
+    ) -> None:
+        """Each grader starts once the graders it is gated on are done; penalties start at once."""
+        started: dict[str, asyncio.Task[None]] = {}
+
+        async def node(grader: Grader | GroupGrader, deps: list[asyncio.Task[None]]) -> None:
+            if deps:
+                await asyncio.gather(*deps)
+            await self._run(grader, task, trajectories, grades)
+
+        async def detect(k: int, detector: Penalty) -> None:
+            found[k] = list(await asyncio.gather(*(detector.grader.grade(task, t) for t in trajectories)))
+
+        async with asyncio.TaskGroup() as group:
+            for grader in self._order:  # dependencies first, so their tasks exist
+                deps = [started[d] for d in self.gates.get(grader.name, ())]
+                started[grader.name] = group.create_task(node(grader, deps))
+            for k, detector in enumerate(self.all_penalties):
+                group.create_task(detect(k, detector))
 
     async def _run(
         self,
@@ -185,6 +243,8 @@ class Rubric:
         task: Task,
         trajectories: Sequence[Trajectory],
         grades: list[dict[str, Grade]],
+        *,
+        sequential: bool = False,
     ) -> None:
         deps = self.gates.get(grader.name, ())
         open_idx = [
@@ -200,8 +260,8 @@ class Rubric:
         subset = [trajectories[i] for i in open_idx]
         if isinstance(grader, GroupGrader):
             results = await grader.grade_group(task, subset)
-        elif len(subset) == 1:
-            results = [await grader.grade(task, subset[0])]
+        elif len(subset) == 1 or sequential:
+            results = [await grader.grade(task, t) for t in subset]
         else:
             results = list(await asyncio.gather(*(grader.grade(task, t) for t in subset)))
         for i, grade in zip(open_idx, results, strict=True):
