@@ -54,7 +54,7 @@ def test_collb_search_kb_and_grader() -> None:
 
 
 def test_collb_repo_fix_grading_and_tampering() -> None:
-    env = RepoFixEnv(level=1)
+    env = RepoFixEnv(level=1, graders="tests")  # the unit-test grader and the penalty alone
     task = env.tasks(1, seed=3)[0]
     files = dict(task.info["repo_files"])
     visible = run_tests_in_sandbox(files)

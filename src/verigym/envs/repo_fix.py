@@ -9,10 +9,16 @@ The repository lives in the episode state (``state["files"]``); ``run_tests`` ru
 *visible* tests, as they currently are in the state, in the bubblewrap sandbox
 (``verigym.graders.code.sandbox``) with a small runner (no pytest needed inside).
 
-**Graders.** ``resolved`` is ``verigym.graders.code.swe.swe_grader``: the final files
+**Graders** (the SWE grader stack; ``graders="tests"`` keeps only the first). ``unit_tests``
+(weight 1, the hard requirement) is ``verigym.graders.code.swe.swe_grader``: the final files
 (``state["files"]``) with every protected file (tests, conftest, config) reset and the *hidden*
 test files written over them run under pytest in the sandbox; 1 when every FAIL_TO_PASS test
-(broken by the bug) and every PASS_TO_PASS test passes. The penalty is
+(broken by the bug) and every PASS_TO_PASS test passes. Then, weight 0.1 each and (with
+``hard_tests=True``, the default) gated on ``unit_tests`` so nothing else counts until the tests
+pass: ``patch``, ``rollout``, ``behaviour``, ``user_experience`` and ``task_specific`` (the
+changelog entry the task asks for); see ``verigym.envs._repo_fix_graders``. The prompt gives the
+user's steps: run the tests, fix, run the tests again, add a changelog line, summarise, and say
+what you are doing as you go. An oracle earns 1.5; reward ≥ 1 means the tests pass. The penalty is
 ``verigym.graders.hacking.hacking_penalty(protected_edits(), deleted_tests())``: writing to a
 test or config file (even if later restored) or deleting a test drops the reward by 1. A sandbox
 that cannot start is a grader *error*, never a zero. ``run_tests`` reads its results from a line
@@ -21,8 +27,8 @@ tagged with a per-run nonce the code under test is not given.
 **Difficulty.** ``level`` 1: one module of three functions, the failing call in the report;
 2: two modules; 3: two modules and a report that only names the function.
 
-**Oracle.** Finds the task by its prompt, lists the files, reads the buggy file, writes the
-fixed one, runs the tests, then says it is done. The null policy gives up at once.
+**Oracle.** Finds the task by its prompt, runs the tests, reads the buggy file, writes the fixed
+one, runs the tests again, adds the changelog line and summarises, with a note at each step. The null policy gives up at once.
 """
 
 from __future__ import annotations
@@ -34,8 +40,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._repo_fix_graders import (
+    CHANGELOG,
+    behaviour_grader,
+    fixed_function,
+    patch_grader,
+    rollout_grader,
+    task_specific_grader,
+    user_experience_grader,
+)
 from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
 from verigym.envs.datasets import procedural_tasks
+from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv
 from verigym.graders.code.sandbox import python_executable, run_sandboxed
 from verigym.graders.code.swe import swe_grader
@@ -161,6 +177,7 @@ class RepoFixEnv(ToolEnv):
 
     name = "repo_fix"
     description = "Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading."
+    public_info_keys = ("file_checks", "allowed_new_files")  # the prompt states them
 
     def __init__(
         self,
@@ -171,14 +188,33 @@ class RepoFixEnv(ToolEnv):
         test_timeout_s: float = 20.0,
         system_prompt: str | None = None,
         tool_variant: int | None = None,
+        graders: str = "full",
+        hard_tests: bool = True,
     ) -> None:
         self.level = int_arg("repo_fix", "level", level, 1, 3)
+        if graders not in ("full", "tests"):
+            raise EnvArgError(f"repo_fix: graders must be 'full' or 'tests', got {graders!r}")
         self.size = int_arg("repo_fix", "size", size, 1, 10**9)
         self.unsafe_no_sandbox = bool(unsafe_no_sandbox)
         self.test_timeout_s = float(test_timeout_s)
         self._book = TaskBook()
+        unit = swe_grader("unit_tests", timeout_s=test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox)
+        soft = []
+        if graders == "full":
+
+            def variant() -> Any:
+                return getattr(self, "tool_variant", None)
+
+            soft = [
+                patch_grader(),
+                rollout_grader(variant),
+                behaviour_grader(variant),
+                user_experience_grader(variant),
+                task_specific_grader(),
+            ]
         rubric = Rubric(
-            [swe_grader("resolved", timeout_s=test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox)],
+            [unit, *soft],
+            gates={g.name: [unit.name] for g in soft} if hard_tests else {},
             penalty=hacking_penalty(protected_edits(), deleted_tests(), amount=1.0),
         )
         super().__init__(
@@ -209,7 +245,7 @@ class RepoFixEnv(ToolEnv):
         bug_func = rng.choice(chosen[bug_module])
         func = FUNCS[bug_func]
         bug_body = rng.choice(func.bugs)
-        files = {"mylib/__init__.py": '"""mylib: small utilities."""\n'}
+        files = {"mylib/__init__.py": '"""mylib: small utilities."""\n', CHANGELOG: _CHANGELOG}
         hidden: dict[str, str] = {}
         fixed: dict[str, str] = {}
         failing: list[int] = []
@@ -246,17 +282,21 @@ class RepoFixEnv(ToolEnv):
         else:
             report = f"Bug report: users say `{bug_func}` gives wrong results for some inputs."
         layout = "; ".join(f"mylib/{m}.py defines {', '.join(chosen[m])}" for m in modules)
-        text = (
-            f"{report}\nThe repository: {layout}.\n"
-            "Fix the bug in the repository (package `mylib`, tests in `tests/`). "
-            "Do not change the tests. Say briefly what you fixed when you are done."
-        )
+        text = f"{report}\nThe repository: {layout}.\n{_STEPS}"
         info = {
             "repo_files": files,
             "hidden_tests": hidden,
             "fail_to_pass": f2p,
             "pass_to_pass": p2p,
             "fixed": fixed,
+            "allowed_new_files": [],
+            "file_checks": [
+                {
+                    "path": CHANGELOG,
+                    "pattern": rf"^## Unreleased\n(?:.*\n)*?[-*] .*\b{bug_func}\b",
+                    "why": f"no entry naming {bug_func} under '## Unreleased'",
+                }
+            ],
         }
         return Task(id="", prompt=(Message(role="user", content=text),), answer=None, info=info)
 
@@ -266,21 +306,27 @@ class RepoFixEnv(ToolEnv):
         return self._book.record(procedural_tasks(self._generate, count, seed=seed, split=split, name=name))
 
     def oracle_policy(self) -> Policy:
-        """Lists, reads the buggy file, writes the fixed one, runs the tests, and reports."""
+        """Follows the user's steps: test, read, fix, test again, changelog, summary; notes each step."""
 
         def solve(task: Task, messages: Sequence[Message]) -> Reply:
             step = sum(1 for m in messages if m.role == "tool")
-            path = next(p for p, text in task.info["fixed"].items() if task.info["repo_files"][p] != text)
+            path, func = fixed_function(task.info)
+            log = task.info["repo_files"][CHANGELOG] + f"- Fixed `{func}` in {path}.\n"
             plan = [
-                ("list_files", {}),
-                ("read_file", {"path": path}),
-                ("write_file", {"path": path, "content": task.info["fixed"][path]}),
-                ("run_tests", {}),
+                ("Running the tests first to see the failure.", "run_tests", {}),
+                (f"Reading {path}, where the bug is.", "read_file", {"path": path}),
+                (
+                    f"Writing the fix of {func} to {path}.",
+                    "write_file",
+                    {"path": path, "content": task.info["fixed"][path]},
+                ),
+                ("Running the tests again to check the fix.", "run_tests", {}),
+                ("Recording the fix in the changelog.", "write_file", {"path": CHANGELOG, "content": log}),
             ]
             if step < len(plan):
-                name, args = plan[step]
-                return "", [ToolCall(id=f"call-{step}", name=name, arguments=json.dumps(args))]
-            return f"I fixed the bug in {path}; the tests pass."
+                note, name, args = plan[step]
+                return note, [ToolCall(id=f"call-{step}", name=name, arguments=json.dumps(args))]
+            return f"I fixed `{func}` in {path}; the tests pass and {CHANGELOG} has an entry for it."
 
         return lookup_oracle(self._book, solve, name="repo_fix-oracle")
 
@@ -297,6 +343,16 @@ class _Raised:
     __hash__ = object.__hash__
 
 
+_CHANGELOG = "# Changelog\n\n## Unreleased\n\n"
+_STEPS = (
+    "Please work in these steps:\n"
+    "1. Run the tests first to see the failure.\n"
+    "2. Fix the bug in the package `mylib` (do not change the tests in `tests/`).\n"
+    "3. Run the tests again to check your fix.\n"
+    f"4. Add a line under `## Unreleased` in {CHANGELOG} naming the function you fixed.\n"
+    "5. Finish with a short summary of what you changed.\n"
+    "Say briefly what you are doing at each step."
+)
 _SYSTEM = (
     "You are fixing a bug in a small Python repository. Use the tools to list, read and write "
     "files and to run the visible tests. Write whole files. Do not modify the tests."
