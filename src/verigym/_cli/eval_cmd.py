@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
 from verigym._cli.common import console, eval_policy, fail, parse_kv
 
 if TYPE_CHECKING:
@@ -97,7 +98,9 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         TimeRemainingColumn,
     )
 
+    from verigym._cli._agentic_opts import apply_extras
     from verigym._cli._eval_show import print_summary
+    from verigym.envs.extras import close_servers
     from verigym.eval.config import ConfigError
     from verigym.eval.run import EvalResult, evaluate
     from verigym.eval.store import StoreError
@@ -106,6 +109,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
 
     env_args = dict(config.env_args)
     env = _load_env(config.env, env_args)
+    servers = apply_extras(env, config)  # --penalty / --mcp and their config tables
     try:
         tasks = env.tasks(config.num_tasks, seed=config.seed, split=config.split)
     except Exception as exc:  # a malformed dataset: the loader's message names file and row
@@ -186,6 +190,8 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
             soft_wrap=True,
         )
         raise typer.Exit(130) from None
+    finally:
+        close_servers(servers)
     print_summary(result, console)
     if result.summary["n_samples"] and not result.summary["n_scored"]:
         console.print(
@@ -255,6 +261,8 @@ def register(app: typer.Typer) -> None:
         suite: str | None = typer.Option(
             None, "--suite", help="Evaluate a suite of environments (e.g. holistic) into one scorecard."
         ),
+        mcp: list[str] | None = typer.Option(None, "--mcp", help=MCP_HELP),
+        penalty: list[str] | None = typer.Option(None, "--penalty", help=PENALTY_HELP),
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
         env_args = parse_kv(env_arg, "--env-arg")
@@ -285,6 +293,7 @@ def register(app: typer.Typer) -> None:
             run_suite_command(suite, cfg, policy_kind=None, resume=resume)
             return
         cfg, _ = _resolve(flags, config, resume)
+        cfg = extend_config(cfg, mcp, penalty)
         if cfg.out is None:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.env)[:40]
             cfg = cfg.model_copy(update={"out": f"runs/{slug}-{time.strftime('%Y%m%d-%H%M%S')}"})

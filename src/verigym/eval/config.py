@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from verigym.graders.penalties import RubricSpec
+from verigym.tools.mcp_config import ToolsSpec
 from verigym.types import Sampling
 
 __all__ = [
@@ -62,6 +64,8 @@ class EvalConfig(BaseModel):
     timeout: float = Field(120.0, gt=0.0)
     max_retries: int = Field(5, ge=0)
     success_threshold: float = 1.0
+    rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]]
+    tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]]
 
     @field_validator("base_url", mode="before")
     @classmethod

@@ -103,6 +103,17 @@ def summarize(
         for name, grade in r.score.grades.items():
             if grade.ok:
                 graders[name].append(grade.score)
+    penalties: dict[str, dict[str, Any]] = {}
+    for r in records:  # each cheating detector: how often it fired among the samples it judged
+        for name, grade in r.score.grades.items():
+            if name.startswith("penalty:"):
+                seen = penalties.setdefault(
+                    name.removeprefix("penalty:"), {"judged": 0, "fired": 0, "errors": 0}
+                )
+                seen["judged" if grade.ok else "errors"] += 1
+                seen["fired"] += int(grade.ok and grade.score > 0.5)
+    for seen in penalties.values():
+        seen["rate"] = seen["fired"] / seen["judged"] if seen["judged"] else None
     completion = [r.usage.completion_tokens for r in ok]
     truncated = [r for r in ok if r.trajectory.stop_reason == "length"]
     return {
@@ -116,6 +127,8 @@ def summarize(
         "success_threshold": success_threshold,
         "pass_at_k": pass_k,
         "grader_means": {name: _mean(v) for name, v in sorted(graders.items())},
+        "penalties": dict(sorted(penalties.items())),
+        "penalty_mean": _mean([r.score.penalty for r in ok]),
         "stop_reasons": dict(sorted(Counter(r.trajectory.stop_reason for r in records).items())),
         "completion_tokens_mean": _mean([float(c) for c in completion]),
         "completion_tokens_max": max(completion) if completion else None,

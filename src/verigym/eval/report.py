@@ -68,7 +68,7 @@ def write_report(
     rows = [
         (k, _fmt(v))
         for k, v in summary.items()
-        if k not in ("pass_at_k", "grader_means", "errors_by_kind", "stop_reasons")
+        if k not in ("pass_at_k", "grader_means", "errors_by_kind", "stop_reasons", "penalties")
     ]
     rows += [(f"pass@{k}", _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
     report.table(rows, header=["metric", "value"])

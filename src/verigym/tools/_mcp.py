@@ -1,13 +1,14 @@
-"""``MCPTools``: the tools of an MCP server (stdio transport) as verigym ``Tool`` objects.
+"""``MCPTools``: the tools of an MCP server (stdio or streamable HTTP) as verigym ``Tool`` objects.
 
 ::
 
-    with MCPTools(command=["python", "my_server.py"]) as mcp:
+    with MCPTools(command=["python", "my_server.py"]) as mcp:   # or MCPTools(url="http://127.0.0.1:8000/mcp")
         env = MyToolEnv(mcp.tools)          # any ToolEnv
         ...                                  # rollouts call the server
 
-The server is started as a subprocess and spoken to with the official ``mcp`` SDK
-(``ClientSession`` over ``stdio_client``). The session lives on its own event loop in a
+Over stdio the server is started as a subprocess; with ``url`` an already running server is
+reached over the streamable-HTTP transport. Either way it is spoken to with the official ``mcp``
+SDK (``ClientSession`` over ``stdio_client`` / ``streamable_http_client``). The session lives on its own event loop in a
 background thread, so the tools work from any event loop (``asyncio.run`` in ``check_env``,
 the eval runner, a notebook) and ``MCPTools`` can be built synchronously, e.g. in an
 environment's constructor. ``close()`` (or leaving the ``with``) stops the server.
@@ -77,13 +78,21 @@ def _args_model(name: str, schema: Mapping[str, Any]) -> type[pydantic.BaseModel
     )
 
 
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a failure (the SDK wraps transport errors in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class MCPTools:
     """Start an MCP server over stdio and expose its tools as ``self.tools`` (see the module docstring)."""
 
     def __init__(
         self,
-        command: Sequence[str],
+        command: Sequence[str] | None = None,
         *,
+        url: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         prefix: str = "",
@@ -91,9 +100,11 @@ class MCPTools:
         call_timeout_s: float | None = 60.0,
         errlog: TextIO | None = None,
     ) -> None:
-        if not command:
-            raise ValueError("MCPTools needs a command, e.g. ['python', 'server.py']")
-        self.command = list(command)
+        if bool(command) == bool(url):
+            raise ValueError("MCPTools needs a command (e.g. ['python', 'server.py']) or a url, not both")
+        self.command = list(command or [])
+        self.url = url
+        where = url or self.command
         self.prefix = prefix
         self.call_timeout_s = call_timeout_s
         self._errlog = errlog if errlog is not None else open(os.devnull, "w")  # noqa: SIM115
@@ -111,27 +122,27 @@ class MCPTools:
             listed = ready.result(timeout=startup_timeout_s)
         except TimeoutError:
             self.close()
-            raise MCPError(f"MCP server {self.command} did not start within {startup_timeout_s}s") from None
+            raise MCPError(f"MCP server {where} did not start within {startup_timeout_s}s") from None
         except Exception as exc:
             self.close()
-            raise MCPError(
-                f"MCP server {self.command} failed to start: {type(exc).__name__}: {exc}"
-            ) from None
+            raise MCPError(f"MCP server {where} failed to start: {_reason(exc)}") from None
         self.tools = tuple(self._wrap(t) for t in listed)
 
     async def _serve(self, ready: Future[list[Any]], env: dict[str, str], cwd: str | None) -> None:
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
 
         self._stop = asyncio.Event()
-        params = StdioServerParameters(
-            command=self.command[0], args=self.command[1:], env={**os.environ, **env}, cwd=cwd
-        )
+        if self.url:
+            transport: Any = streamable_http_client(self.url)
+        else:
+            params = StdioServerParameters(
+                command=self.command[0], args=self.command[1:], env={**os.environ, **env}, cwd=cwd
+            )
+            transport = stdio_client(params, errlog=self._errlog)
         try:
-            async with (
-                stdio_client(params, errlog=self._errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
+            async with transport as (read, write), ClientSession(read, write) as session:
                 await session.initialize()
                 listed = await session.list_tools()
                 self._session = session
@@ -144,6 +155,7 @@ class MCPTools:
                 raise
 
     def _wrap(self, spec: Any) -> Tool:
+        """One server tool as a verigym ``Tool``."""
         remote = str(spec.name)
         schema = strip_titles(dict(spec.input_schema or {"type": "object", "properties": {}}))
         schema.setdefault("properties", {})

@@ -181,6 +181,13 @@ def _metrics(
     }
     for j, n in enumerate(names):
         out[f"grader/{n}"] = float(grades[:, j].mean())
+    detectors = sorted({n for s in samples for n in s.scored.score.grades if n.startswith("penalty:")})
+    for n in detectors:  # how often each cheating detector fired (its errors left out)
+        found = [s.scored.score.grades[n] for s in samples if n in s.scored.score.grades]
+        judged = [g.score > 0.5 for g in found if g.ok]
+        out[f"penalty/{n.removeprefix('penalty:')}"] = sum(judged) / len(judged) if judged else float("nan")
+    if detectors:
+        out["penalty"] = sum(s.scored.score.penalty for s in samples) / len(samples)
     by_env: dict[str, list[int]] = defaultdict(list)
     for i, e in enumerate(envs):
         by_env[e].append(i)

@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from verigym.graders.penalties import RubricSpec
+from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
 from verigym.train.exploration import DEFAULT_GUIDES
 from verigym.train.losses import Aggregation, PolicyLossKind
@@ -302,6 +304,8 @@ class TrainConfig(_Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     scale: ScaleConfig = Field(default_factory=lambda: ScaleConfig())
+    rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]] for every env
+    tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]] for every tool env
 
 
 PRESETS: dict[str, dict[str, Any]] = {

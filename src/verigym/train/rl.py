@@ -57,12 +57,16 @@ def run_config_path(run_dir: str | Path) -> Path | None:
 
 
 def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
-    """Instantiate every ``[[envs]]`` entry through the registry."""
+    """Instantiate every ``[[envs]]`` entry through the registry, with the config's
+    ``[[rubric.penalties]]`` and ``[[tools.mcp]]`` added (``verigym.envs.extras``)."""
+    from verigym.envs.extras import prepare_env
     from verigym.envs.registry import load_env
 
     out = []
     for e in cfg.envs:
-        out.append((e.name, load_env(e.name, **e.args)))
+        env = load_env(e.name, **e.args)
+        prepare_env(env, cfg.rubric.penalties, cfg.tools.mcp)
+        out.append((e.name, env))
     return out
 
 

@@ -1,0 +1,62 @@
+"""``verigym eval --mcp`` / ``--penalty``: flags that add MCP servers and cheating penalties to the
+config (after ``[[tools.mcp]]`` / ``[[rubric.penalties]]`` of ``--config``), and the step that applies
+them to the environment."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from verigym._cli.common import fail
+
+if TYPE_CHECKING:
+    from verigym.envs.base import Environment
+    from verigym.eval.config import EvalConfig
+    from verigym.tools import MCPTools
+
+__all__ = ["MCP_HELP", "PENALTY_HELP", "apply_extras", "extend_config"]
+
+MCP_HELP = (
+    "MCP server whose tools the environment offers: a command run over stdio ('python server.py') "
+    "or a streamable-HTTP URL (http://127.0.0.1:PORT/mcp); repeatable. Also [[tools.mcp]] in --config."
+)
+PENALTY_HELP = (
+    "Cheating penalty NAME[=AMOUNT] (hedged_answer, copied_answer, network_attempts, protected_edits, "
+    "deleted_tests; default amount 1); repeatable. A cheat judge: [[rubric.penalties]] in --config."
+)
+
+
+def _one_line(exc: ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return str(first["msg"]).removeprefix("Value error, ")
+    return str(exc)
+
+
+def extend_config(config: EvalConfig, mcp: list[str] | None, penalty: list[str] | None) -> EvalConfig:
+    """``config`` with the ``--mcp`` and ``--penalty`` flags appended to its tables."""
+    from verigym.graders.penalties import RubricSpec, parse_penalty_flag
+    from verigym.tools.mcp_config import ToolsSpec, parse_mcp_flag
+
+    if not mcp and not penalty:
+        return config
+    try:
+        servers = [parse_mcp_flag(v) for v in mcp or []]
+        penalties = [parse_penalty_flag(v) for v in penalty or []]
+        rubric = RubricSpec(penalties=[*config.rubric.penalties, *penalties])
+    except ValueError as exc:
+        fail(_one_line(exc))
+    tools = ToolsSpec(mcp=[*config.tools.mcp, *servers])
+    return config.model_copy(update={"rubric": rubric, "tools": tools})
+
+
+def apply_extras(env: Environment, config: EvalConfig) -> list[MCPTools]:
+    """Add the config's penalties and MCP tools to ``env`` (one red line and exit 2 on failure)."""
+    from verigym.envs.extras import prepare_env
+    from verigym.envs.registry import EnvError
+
+    try:
+        return prepare_env(env, config.rubric.penalties, config.tools.mcp)
+    except EnvError as exc:
+        fail(str(exc))
