@@ -23,7 +23,7 @@ from verigym.policies.tiny import build_model, build_tokenizer
 from verigym.train._produce import EnvSlot, Producer
 from verigym.train._rewards import assign_advantages
 from verigym.train.config import ConfigError, build_config
-from verigym.train.exploration import guided, parameter_noise, rule_rewrite
+from verigym.train.exploration import guided, parameter_noise, policy_rewrite, rule_rewrite
 from verigym.train.sampling import DifficultyTracker
 from verigym.types import Completion, Message, Sampling, Task
 
@@ -46,6 +46,29 @@ def test_rule_rewrite_commutes_a_sum_and_keeps_answer_and_info() -> None:
     assert rule_rewrite(_task("7+7="), rng) is None  # nothing to reorder
     g = guided(_task("12+34="), "Think twice.")
     assert g.prompt[0].content == "Think twice.\n\n12+34=" and g.info["provenance"]["guide"] == "Think twice."
+
+
+def test_policy_rewrite_keeps_a_paraphrase_only_when_every_number_survives() -> None:
+    task = _task("Ann has 12 apples and buys 34 more. How many now?")
+    sampling = Sampling(max_tokens=64)
+    good = ScriptedPolicy(lambda m: "After buying 34 more apples, Ann, who had 12, has how many?", name="w")
+    out = asyncio.run(policy_rewrite(task, good, sampling))
+    assert out is not None and out.prompt[0].content.startswith("After buying 34")
+    assert out.info["provenance"] == {
+        "method": "rewrite",
+        "parent": "t1",
+        "rule": "paraphrase",
+        "writer": "w",
+    }
+    asked: list[str] = []
+
+    def lossy_writer(messages: Sequence[Message]) -> str:
+        asked.append(messages[-1].content)
+        return "Ann has some apples."
+
+    lossy = ScriptedPolicy(lossy_writer)
+    assert asyncio.run(policy_rewrite(task, lossy, sampling)) is None
+    assert "Ann has 12 apples" in asked[0]  # the writer is shown the original text
 
 
 def test_parameter_noise_changes_the_weights_inside_and_restores_them_bit_for_bit() -> None:
