@@ -145,6 +145,9 @@ class Completion(_Frozen):
     usage: Usage = Usage()
     model: str = ""
     policy_version: int | None = None
+    # optional response fields the server sent malformed, ignored here (e.g. "usage",
+    # "choices[0].logprobs"): the answer is kept, the missing data is visible
+    malformed: tuple[str, ...] = ()
 
     def as_message(self) -> Message:
         return Message(role="assistant", content=self.text, tool_calls=self.tool_calls)

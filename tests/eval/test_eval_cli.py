@@ -201,6 +201,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad_rows.write_text('{"id": 1, "q": "1+1", "a": "2"}\n{"id": 2, "q": \n')
     toml = tmp_path / "c.toml"
     toml.write_text("num_taskz = 3\n")
+    orphan = tmp_path / "orphan"  # results but no config.json: not a run to resume (a fresh folder is)
+    orphan.mkdir()
+    (orphan / "results.jsonl").write_text("{}\n")
     dataset = tmp_path / "data.jsonl"
     dataset.write_text('{"question": "1+1=", "answer": "2"}\n{"question": 5\n')
     cases = {
@@ -225,7 +228,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ],
         "unknown key 'num_taskz'": [ENV, "--config", str(toml)],
         "--resume needs --out": [ENV, "--resume"],
-        "does not exist": [ENV, "--resume", "--out", str(tmp_path / "nothing")],
+        "does not exist": [ENV, "--resume", "--out", str(orphan)],
     }
     for expected, args in cases.items():
         code, out = cli(*args)
@@ -263,7 +266,7 @@ def test_no_base_url_uses_the_embedded_default_policy(tmp_path: Path) -> None:
     code, out = cli(
         "arithmetic", "-n", "1", "--model", str(tmp_path / "no-model-here"), "--out", str(tmp_path / "e")
     )
-    assert code == 2 and "cannot load the local model" in out
+    assert code == 2 and "no-model-here: no such directory" in out
 
 
 def test_api_key_is_sent_and_a_rejected_key_is_one_line(

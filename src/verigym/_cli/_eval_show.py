@@ -28,6 +28,10 @@ def print_summary(result: EvalResult, console: Console) -> None:
     table.add_column("value")
     table.add_row("tasks", str(s["n_tasks"]))
     table.add_row("samples (scored / errored)", f"{s['n_samples']} ({s['n_scored']} / {s['n_errors']})")
+    if s.get("empty_answers"):
+        table.add_row("[yellow]empty answers[/] (scored as wrong)", f"[yellow]{s['empty_answers']}[/]")
+    else:
+        table.add_row("empty answers", str(s.get("empty_answers", 0)))
     if s["n_samples"] < s.get("n_expected", s["n_samples"]):
         table.add_row("missing samples", f"[red]{s['n_expected'] - s['n_samples']}[/]")
     ci = s.get("reward_ci95")

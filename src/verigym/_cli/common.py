@@ -8,20 +8,26 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
     from verigym.policies.base import Policy
 
-__all__ = ["console", "eval_policy", "fail", "parse_kv"]
+__all__ = ["console", "error_line", "eval_policy", "fail", "parse_kv"]
 
 console = Console(stderr=False)
 _err = Console(stderr=True)
 
 
+def error_line(message: str) -> None:
+    """Print ``error: message`` on stderr as one line (markup in ``message`` is not interpreted)."""
+    _err.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one clear line (no traceback) and exit with ``code``."""
-    _err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    error_line(message)
     raise typer.Exit(code)
 
 
@@ -80,5 +86,7 @@ def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     try:
         local, message = default_policy(config.model)
     except (OSError, ValueError) as exc:
+        if str(exc).endswith("no such directory"):
+            fail(f"--model {exc}")
         fail(f"--model {config.model}: cannot load the local model ({exc})")
     return local, message, False

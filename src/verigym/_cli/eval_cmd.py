@@ -40,6 +40,12 @@ def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
         fail(f"environment {name!r} failed to start: {type(exc).__name__}: {exc}")
 
 
+def _started(out: Path) -> bool:
+    """Whether a run in ``out`` got far enough to resume: its config.json or any results exist."""
+    results = out / "results.jsonl"
+    return (out / "config.json").exists() or (results.exists() and results.stat().st_size > 0)
+
+
 def _resolve(
     flags: dict[str, Any], config_file: Path | None, resume: bool
 ) -> tuple[EvalConfig, dict[str, Any]]:
@@ -54,8 +60,11 @@ def _resolve(
         if resume:
             if not out:
                 fail("--resume needs --out DIR (the folder of the run to continue)")
-            saved = load_saved(Path(out))
-            env_args = {**saved.get("env_args", {}), **env_args}
+            if _started(Path(out)):
+                saved = load_saved(Path(out))
+                env_args = {**saved.get("env_args", {}), **env_args}
+            else:  # killed before config.json was written: nothing to resume, start afresh
+                console.print(f"[yellow]--resume: nothing to resume in {out} yet; starting the run[/]")
         values = {**saved, **toml, **given, "env_args": env_args}
         if not values.get("env"):
             fail("no environment: give ENV (see `verigym envs`) or `env = ...` in --config")
@@ -172,9 +181,10 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
             )
         finally:
             progress.stop()
-            close = getattr(policy, "aclose", None)
-            if close is not None:
-                await close()
+            for owner in (policy, env):  # an environment may hold clients of its own (a judge)
+                close = getattr(owner, "aclose", None)
+                if close is not None:
+                    await close()
 
     try:
         with tuned_gc():

@@ -16,7 +16,7 @@ __all__ = ["register"]
 def load_policy(model_path: str, dtype: str | None, device: str | None, max_batch_rows: int) -> Any:
     """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh model)."""
     from verigym.policies.base import PolicyError
-    from verigym.policies.default import default_policy, resolve_model_dir
+    from verigym.policies.default import default_policy, missing_local_path, resolve_model_dir
     from verigym.policies.local import LocalPolicy
 
     path = Path(model_path).expanduser()
@@ -32,6 +32,8 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
             policy, message = default_policy(model_path)
             policy.max_batch_rows = max_batch_rows
             console.print(f"[yellow]{message}[/]")
+        elif missing := missing_local_path(model_path):
+            fail(f"MODEL_PATH {missing}")
         else:
             policy = LocalPolicy.from_pretrained(
                 model_path, dtype=dtype, device=device, max_batch_rows=max_batch_rows

@@ -25,6 +25,7 @@ from typing import Any
 
 import pydantic_core
 
+from verigym._files import FileProblem, iter_lines
 from verigym.types import Message, Task
 
 __all__ = [
@@ -152,8 +153,8 @@ def from_records(
 
 
 def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    try:
+        for lineno, line in iter_lines(path):
             if not line.strip():
                 continue
             try:
@@ -162,10 +163,14 @@ def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
                 raise DatasetError(
                     f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
                 ) from None
+    except FileProblem as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def _check_file(path: str | Path) -> Path:
     p = Path(path)
+    if p.is_dir():
+        raise DatasetError(f"{p}: is a directory, not a file")
     if not p.is_file():
         raise DatasetError(f"{p}: no such file")
     return p

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from verigym._files import FileProblem, iter_lines
 from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
 from verigym.envs._math_templates import TEMPLATES
 from verigym.envs.datasets import DatasetError, procedural_tasks
@@ -84,6 +85,9 @@ def python(code: str) -> str:
 def _row_task(row: Any, where: str, index: int, stem: str) -> Task:
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for field in ("question", "answer", "problem", "solution"):
+        if field in row and row[field] is None:
+            raise DatasetError(f"{where}: field {field!r} is null (expected text)")
     if isinstance(row.get("question"), str) and "answer" in row:
         match = _GSM_ANSWER.search(str(row["answer"]))
         if match is None:
@@ -117,12 +121,10 @@ def _row_task(row: Any, where: str, index: int, stem: str) -> Task:
 def load_math_file(path: str | Path) -> list[Task]:
     """Tasks from a GSM8K- or MATH-shaped JSONL file (see the module docstring)."""
     p = Path(path)
-    if not p.is_file():
-        raise DatasetError(f"{p}: no such file")
     tasks: list[Task] = []
     seen: set[str] = set()
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    try:
+        for lineno, line in iter_lines(p):
             if not line.strip():
                 continue
             where = f"{p}:{lineno}"
@@ -135,6 +137,8 @@ def load_math_file(path: str | Path) -> list[Task]:
                 raise DatasetError(f"{where}: duplicate id {task.id!r}")
             seen.add(task.id)
             tasks.append(task)
+    except FileProblem as exc:
+        raise DatasetError(str(exc)) from None
     return tasks
 
 

@@ -90,6 +90,7 @@ class RubricWritingEnv(SingleTurnEnv):
     ) -> None:
         self.level = int_arg("rubric_writing", "level", level, 1, 3)
         self.size = int_arg("rubric_writing", "size", size, 1, 10**9)
+        self._owns_judge = False
         if judge is not None and judge_base_url is not None:
             raise EnvArgError("rubric_writing: give judge= or judge_base_url=, not both")
         if judge is None and judge_base_url is not None:
@@ -101,6 +102,7 @@ class RubricWritingEnv(SingleTurnEnv):
                     f"rubric_writing: judge_api_key_env: the variable {judge_api_key_env} is not set"
                 )
             judge = OpenAIPolicy(judge_model or "", [judge_base_url], api_key=key)
+            self._owns_judge = True
         self.judge: Policy = judge if judge is not None else offline_judge()
         self.judge_is_stand_in = judge is None
         self._book = TaskBook()
@@ -111,6 +113,12 @@ class RubricWritingEnv(SingleTurnEnv):
             ]
         )
         super().__init__(rubric=rubric, system_prompt=system_prompt)
+
+    async def aclose(self) -> None:
+        """Close the judge's HTTP session when this environment made the judge (``judge_base_url``)."""
+        close = getattr(self.judge, "aclose", None)
+        if self._owns_judge and close is not None:
+            await close()
 
     def _generate(self, rng: random.Random) -> Task:
         kind = rng.choice(_KINDS)

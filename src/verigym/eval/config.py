@@ -13,12 +13,13 @@ import platform
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from verigym._files import FileProblem, read_toml
 from verigym.graders.penalties import RubricSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.types import Sampling
@@ -72,6 +73,15 @@ class EvalConfig(BaseModel):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        for url in value:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{url!r} is not a URL (expected http(s)://host[:port]/v1)")
+        return value
+
     def sampling(self) -> Sampling:
         return Sampling(
             temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed
@@ -84,7 +94,10 @@ def _explain(exc: ValidationError, where: str) -> str:
     if first.get("type") == "extra_forbidden":
         known = ", ".join(sorted(EvalConfig.model_fields))
         return f"{where}: unknown key {field!r} (known keys: {known})"
-    return f"{where}: {field}: {first['msg']}"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    if where == "eval":  # the values came from flags: name the flag
+        return f"{where}: --{field.replace('_', '-')}: {msg}"
+    return f"{where}: {field}: {msg}"
 
 
 def build(values: dict[str, Any], where: str) -> EvalConfig:
@@ -99,11 +112,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     """The keys of a TOML config file (not yet validated: flags may complete it)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+        data = read_toml(path, f"--config {path}")
+    except FileProblem as exc:
+        raise ConfigError(str(exc)) from None
     data = {k.replace("-", "_"): v for k, v in data.items()}
     if "base_urls" in data and "base_url" not in data:
         data["base_url"] = data.pop("base_urls")

@@ -67,6 +67,17 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(sum(values) / len(values)) if values else None
 
 
+def _empty_answer(record: Record) -> bool:
+    """The model's last completion said nothing: no text (empty or null content) and no tool call,
+    finished by stop or length. Still a valid (wrong) answer, counted apart so that a server that
+    answers nothing is visible at a glance."""
+    done = record.trajectory.completions
+    if not done:
+        return False
+    last = done[-1]
+    return not last.text.strip() and not last.tool_calls and last.finish_reason in ("stop", "length")
+
+
 def summarize(
     records: Sequence[Record],
     *,
@@ -75,7 +86,7 @@ def summarize(
     wall_s: float | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """The summary of an eval: counts, errors by kind, reward mean and 95% CI, pass@k, per-grader
+    """The summary of an eval: counts, errors by kind, empty answers, reward mean and 95% CI, pass@k, per-grader
     means, completion token stats, truncation rate, tokens used and wall time.
 
     A sample is correct for pass@k when its reward is ≥ ``success_threshold``. pass@k for
@@ -116,11 +127,13 @@ def summarize(
         seen["rate"] = seen["fired"] / seen["judged"] if seen["judged"] else None
     completion = [r.usage.completion_tokens for r in ok]
     truncated = [r for r in ok if r.trajectory.stop_reason == "length"]
+    empty = sum(_empty_answer(r) for r in ok)
     return {
         "n_tasks": len({r.task_id for r in records}),
         "n_samples": len(records),
         "n_scored": len(ok),
         "n_errors": len(records) - len(ok),
+        "empty_answers": empty,
         "errors_by_kind": dict(sorted(errors.items())),
         "reward_mean": _mean(rewards),
         "reward_ci95": [lo, hi] if rewards else None,

@@ -86,26 +86,39 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices:
         raise PolicyError("bad_response", "the server returned no choices", retryable=True)
+    bad: list[str] = []
     usage = data.get("usage") or {}
-    prompt_tokens = int(usage.get("prompt_tokens") or 0)
-    completion_total = int(usage.get("completion_tokens") or 0)
+    prompt_tokens, completion_total = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    if prompt_tokens is None or completion_total is None:
+        bad.append("usage")
+        prompt_tokens = completion_total = 0
     response_prompt_ids = _ids(data.get("prompt_token_ids"))
     name = str(data.get("model") or model)
     out: list[Completion] = []
-    for choice in sorted(choices, key=lambda c: int(c.get("index") or 0) if isinstance(c, dict) else 0):
-        message = choice.get("message") if isinstance(choice, dict) else None
+    if not all(isinstance(c, dict) for c in choices):
+        raise PolicyError("bad_response", "response field 'choices' holds a non-object", retryable=True)
+    for pos, choice in enumerate(sorted(choices, key=lambda c: _index(c.get("index")))):
+        where = f"choices[{pos}]"
+        message = choice.get("message")
         if not isinstance(message, dict):
-            raise PolicyError("bad_response", "a choice has no message", retryable=True)
-        logprobs: tuple[float, ...] | None = None
-        top: tuple[tuple[float, ...], ...] | None = None
-        content = (choice.get("logprobs") or {}).get("content")
-        if content:
-            logprobs = tuple(float(t["logprob"]) for t in content)
-            if any(t.get("top_logprobs") for t in content):
-                top = tuple(
-                    tuple(sorted((float(x["logprob"]) for x in t.get("top_logprobs") or ()), reverse=True))
-                    for t in content
-                )
+            raise PolicyError("bad_response", f"response field '{where}.message' is missing", retryable=True)
+        text = message.get("content")
+        if text is not None and not isinstance(text, str):
+            raise PolicyError(
+                "bad_response",
+                f"response field '{where}.message.content' is {type(text).__name__}, not text",
+                retryable=True,
+            )
+        calls = message.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise PolicyError(
+                "bad_response", f"response field '{where}.message.tool_calls' is not a list", retryable=True
+            )
+        parsed = _logprobs(choice.get("logprobs"))
+        if parsed is None:
+            bad.append(f"{where}.logprobs")
+            parsed = (None, None)
+        logprobs, top = parsed
         completion_ids = _ids(choice.get("token_ids"))
         prompt_ids = _ids(choice.get("prompt_token_ids")) or response_prompt_ids
         if completion_ids is not None:
@@ -116,7 +129,7 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
             completion_tokens = round(completion_total / n) if n > 1 else completion_total
         out.append(
             Completion(
-                text=message.get("content") or "",
+                text=text or "",
                 tool_calls=_calls(message),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
                 prompt_token_ids=prompt_ids,
@@ -126,9 +139,50 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
                 token_ids_exact=completion_ids is not None,
                 usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
                 model=name,
+                malformed=tuple(b for b in bad if not b.startswith("choices[") or b.startswith(where)),
             )
         )
     return out
+
+
+def _index(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _count(usage: Any, field: str) -> int | None:
+    """A token count of ``usage`` (0 when absent); None when ``usage`` or the count is malformed."""
+    if not isinstance(usage, dict):
+        return None
+    value = usage.get(field)
+    if value is None:
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+Logprobs = tuple[tuple[float, ...] | None, tuple[tuple[float, ...], ...] | None]
+
+
+def _logprobs(value: Any) -> Logprobs | None:
+    """(logprobs, top logprobs) of a choice's ``logprobs`` object, (None, None) when absent; None when
+    it is malformed (a string, entries without a numeric ``logprob``...)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        return None
+    content = value.get("content")
+    if not content:
+        return (None, None) if content is None or content == [] else None
+    try:
+        logprobs = tuple(float(t["logprob"]) for t in content)
+        top = None
+        if any(t.get("top_logprobs") for t in content):
+            top = tuple(
+                tuple(sorted((float(x["logprob"]) for x in t.get("top_logprobs") or ()), reverse=True))
+                for t in content
+            )
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+    return logprobs, top
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:

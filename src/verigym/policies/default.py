@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from verigym._files import read_toml
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
 
@@ -33,6 +33,7 @@ __all__ = [
     "configured_paths",
     "default_policy",
     "find_checkpoints",
+    "missing_local_path",
     "newest_quickstart",
     "quickstart_dirs",
     "resolve_model_dir",
@@ -97,10 +98,7 @@ def configured_paths() -> list[Path]:
     out = [Path(p).expanduser() for p in os.environ.get("VERIGYM_MODELS", "").split(os.pathsep) if p]
     config = verigym_home() / "config.toml"
     if config.is_file():
-        try:
-            data = tomllib.loads(config.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"{config}: not valid TOML ({exc})") from None
+        data = read_toml(config)  # FileProblem is a ValueError naming the file
         paths = data.get("models", {}).get("paths", [])
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise ValueError(f"{config}: [models] paths must be a list of strings")
@@ -141,6 +139,16 @@ def _load(path: Path | str) -> LocalPolicy:
         raise ValueError(str(exc)) from None
 
 
+def missing_local_path(model: str) -> str | None:
+    """The one-line error for a model name that is a local path (absolute, ``./``, ``~``, or more than
+    one ``/``) that does not exist, so the user reads "no such directory" rather than the Hugging Face
+    Hub's repo-id rules; None when ``model`` exists or may be a hub id (``org/name``)."""
+    if Path(model).expanduser().exists():
+        return None
+    pathlike = model.startswith(("/", ".", "~", "\\")) or model.count("/") > 1 or "\\" in model
+    return f"{model}: no such directory" if pathlike else None
+
+
 def default_policy(model_path: str | None = None) -> tuple[LocalPolicy, str]:
     """The policy for a run with no server, and one line saying what it is (see the module doc).
 
@@ -153,6 +161,8 @@ def default_policy(model_path: str | None = None) -> tuple[LocalPolicy, str]:
             if model_dir is None:
                 raise ValueError(f"{model_path}: no model here (expected config.json or adapter_config.json)")
             return _load(model_dir), f"local model {model_dir}"
+        if missing := missing_local_path(model_path):
+            raise ValueError(missing)
         if model_path in ("tiny", "small", "base"):
             return _fresh(
                 model_path
