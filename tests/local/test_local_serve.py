@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from verigym.policies._chat import encode_chat
+from verigym.policies._chat import encode_chat, strip_markers
 from verigym.policies.local import LocalPolicy
 from verigym.serve import RunningServer, spawn_server
 from verigym.types import Message, Sampling
@@ -58,7 +58,8 @@ def test_chat_returns_text_token_ids_and_logprobs(
     for choice in r.choices:
         ids = (choice.model_extra or {})["token_ids"]
         total += len(ids)
-        assert policy.tokenizer.decode(ids, skip_special_tokens=True) == (choice.message.content or "")
+        text = strip_markers(policy.tokenizer.decode(ids, skip_special_tokens=True), policy.markers)
+        assert text == (choice.message.content or "")
         assert choice.logprobs is not None and choice.logprobs.content is not None
         assert len(choice.logprobs.content) == len(ids)
         assert all(len(t.top_logprobs) == 2 for t in choice.logprobs.content)

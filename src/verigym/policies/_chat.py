@@ -17,7 +17,7 @@ from typing import Any
 from verigym.policies.base import PolicyError
 from verigym.types import Message, ToolCall
 
-__all__ = ["encode_chat", "parse_tool_calls"]
+__all__ = ["encode_chat", "parse_tool_calls", "special_texts", "strip_markers", "visible_prefix"]
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
@@ -78,3 +78,39 @@ def _to_call(body: str, index: int, salt: str) -> ToolCall | None:
     arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     digest = hashlib.sha1(f"{salt}\x00{index}".encode()).hexdigest()[:20]
     return ToolCall(id=f"call_{digest}", name=value["name"], arguments=arguments)
+
+
+def special_texts(tokenizer: Any) -> tuple[str, ...]:
+    """The text of every special or added token (role markers, EOS, ``<tool_call>``...), longest first.
+
+    A character-level model can spell ``<|user|>`` out of ordinary characters, and added tokens such as
+    ``<tool_call>`` survive ``skip_special_tokens``; neither may reach a completion's text.
+    """
+    found = set(getattr(tokenizer, "all_special_tokens", ()) or ())
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    found.update(str(getattr(t, "content", t)) for t in decoder.values())
+    found.update(("<tool_call>", "</tool_call>"))
+    return tuple(sorted((t for t in found if t and t.strip()), key=len, reverse=True))
+
+
+def strip_markers(text: str, markers: Sequence[str]) -> str:
+    """``text`` without any of ``markers`` (applied until none is left, so removing one cannot join
+    the pieces of another)."""
+    if "<" not in text and "[" not in text:
+        return text
+    while True:
+        before = text
+        for marker in markers:
+            text = text.replace(marker, "")
+        if text == before:
+            return text
+
+
+def visible_prefix(text: str, markers: Sequence[str]) -> str:
+    """What of a growing ``text`` can be shown now: markers removed, and a tail that could still grow
+    into a marker (``<|us`` of ``<|user|>``) held back."""
+    text = strip_markers(text, markers)
+    start = text.rfind("<", max(0, len(text) - max((len(m) for m in markers), default=1)))
+    if start >= 0 and any(m.startswith(text[start:]) for m in markers):
+        return text[:start]
+    return text

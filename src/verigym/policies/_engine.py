@@ -57,11 +57,13 @@ class RowSpec:
     early_stop: EarlyStop | None = None
     early_stop_row: int = 0
     on_token: Callable[[int], None] | None = None  # called (in the generating thread) with each new id
+    cancelled: bool = False  # set by the caller (a client hung up): the row stops at its next step
 
 
 @dataclass
 class RowResult:
-    """What one row produced; ``finish`` is ``eos``, ``stop_string``, ``length`` or ``early_stop``."""
+    """What one row produced; ``finish`` is ``eos``, ``stop_string``, ``length``, ``early_stop`` or
+    ``cancelled``."""
 
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -232,7 +234,9 @@ def run_rows(
             if spec.on_token is not None:
                 spec.on_token(tok_list[pos])
             finish = None
-            if eos_list[pos]:
+            if spec.cancelled:
+                finish = "cancelled"
+            elif eos_list[pos]:
                 finish = "eos"
             elif row in max_stop and _hits_stop(tokenizer, res.token_ids, spec.stop, max_stop[row]):
                 finish = "stop_string"

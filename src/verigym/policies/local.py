@@ -27,6 +27,7 @@ mode, restores the model's train/eval state, and builds a fresh KV cache, so not
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import threading
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verigym.policies._batcher import Live, Queue, Request
-from verigym.policies._chat import encode_chat, parse_tool_calls
+from verigym.policies._chat import encode_chat, parse_tool_calls, special_texts, strip_markers
 from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies._lora import AS_IS as _AS_IS
 from verigym.policies._lora import AdapterMixin
@@ -45,7 +46,13 @@ from verigym.types import Completion, Message, Sampling, Usage
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
-_FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "early_stop": "early_stop"}
+_FINISH = {
+    "eos": "stop",
+    "stop_string": "stop",
+    "length": "length",
+    "early_stop": "early_stop",
+    "cancelled": "cancelled",
+}
 
 
 class LocalPolicy(AdapterMixin):
@@ -144,6 +151,12 @@ class LocalPolicy(AdapterMixin):
         ids.update([gen] if isinstance(gen, int) else list(gen or []))
         return sorted(ids)
 
+    @functools.cached_property
+    def markers(self) -> tuple[str, ...]:
+        """The tokenizer's special and added tokens as text (``<|user|>``, ``<tool_call>``...): never
+        part of a completion's text."""
+        return special_texts(self.tokenizer)
+
     @property
     def context_length(self) -> int:
         config = getattr(self.model, "config", None)
@@ -234,6 +247,7 @@ class LocalPolicy(AdapterMixin):
             text, calls = parse_tool_calls(text, salt=str(spec.seed))
             if calls and result.finish == "eos":
                 finish = "tool_calls"
+        text = strip_markers(text, self.markers)
         return Completion(
             text=text,
             tool_calls=calls,

@@ -60,7 +60,8 @@ def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_toke
             return JSONResponse(
                 error_body("the request body is not valid JSON", "invalid_request_error"), 400
             )
-        message = f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid request')}"
+        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        message = f"{'.'.join(loc) or 'body'}: {msg}"
         return JSONResponse(error_body(message, "invalid_request_error", ".".join(loc) or None), 400)
 
     @app.exception_handler(HTTPException)
@@ -94,8 +95,8 @@ def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_toke
     async def chat(req: ChatRequest) -> dict[str, Any] | StreamingResponse:
         return await handler.chat(req)
 
-    @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> dict[str, Any]:
+    @app.post("/v1/completions", response_model=None)
+    async def completions(req: CompletionRequest) -> dict[str, Any] | StreamingResponse:
         return await handler.complete(req)
 
     @app.post("/v1/load_lora_adapter")

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from verigym.policies._chat import encode_chat
+from verigym.policies._chat import encode_chat, visible_prefix
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec
 from verigym.serve._wire import (
@@ -121,15 +121,44 @@ class Handler:
             "prompt_token_ids": ids,
         }
 
-    async def stream(
-        self, req: ChatRequest, specs: list[RowSpec], adapter: str | None, parse: bool
-    ) -> AsyncIterator[str]:
+    async def deltas(
+        self, specs: list[RowSpec], adapter: str | None, parse: bool
+    ) -> AsyncIterator[tuple[int, str] | list[RowResult]]:
+        """``(row, new text)`` as tokens arrive, then the rows' results. Special-token text and stop
+        strings are held back; with ``parse`` so is anything from a ``<`` that may open a tool call.
+        When the consumer stops early (the client hung up) the rows are cancelled in the batcher."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
         for i, spec in enumerate(specs):
             spec.on_token = _pusher(loop, queue, i)
         task = asyncio.ensure_future(self.run(specs, adapter))
         task.add_done_callback(lambda _: queue.put_nowait(None))
+        markers = self.policy.markers
+        hold = max((len(s) for s in specs[0].stop), default=1) - 1
+        ids: list[list[int]] = [[] for _ in specs]
+        sent = [""] * len(specs)
+        try:
+            while (item := await queue.get()) is not None:
+                i, tok = item
+                ids[i].append(tok)
+                text = self.policy.tokenizer.decode(ids[i], skip_special_tokens=True).rstrip("\ufffd")
+                cuts = [text.find(s) for s in specs[i].stop if s in text]
+                safe = text[: min(cuts)] if cuts else text[: len(text) - hold] if hold else text
+                if parse and "<" in safe:  # a tool call may be opening: hold it for the parser
+                    safe = safe[: safe.index("<")]
+                safe = visible_prefix(safe, markers)
+                if len(safe) > len(sent[i]) and safe.startswith(sent[i]):
+                    yield i, safe[len(sent[i]) :]
+                    sent[i] = safe
+            yield task.result()
+        finally:
+            if not task.done():
+                for spec in specs:
+                    spec.cancelled = True
+
+    async def stream(
+        self, req: ChatRequest, specs: list[RowSpec], adapter: str | None, parse: bool
+    ) -> AsyncIterator[str]:
         head = {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion.chunk",
@@ -142,22 +171,16 @@ class Handler:
 
         for i in range(len(specs)):
             yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        hold = max((len(s) for s in specs[0].stop), default=1) - 1
-        ids: list[list[int]] = [[] for _ in specs]
         sent = [""] * len(specs)
-        while (item := await queue.get()) is not None:
-            i, tok = item
-            ids[i].append(tok)
-            text = self.policy.tokenizer.decode(ids[i], skip_special_tokens=True).rstrip("\ufffd")
-            cuts = [text.find(s) for s in specs[i].stop if s in text]
-            safe = text[: min(cuts)] if cuts else text[: len(text) - hold] if hold else text
-            if parse and "<" in safe:
-                safe = safe[: safe.index("<")]
-            if len(safe) > len(sent[i]) and safe.startswith(sent[i]):
-                yield chunk([{"index": i, "delta": {"content": safe[len(sent[i]) :]}, "finish_reason": None}])
-                sent[i] = safe
+        results: list[RowResult] = []
         try:
-            results = task.result()
+            async for item in self.deltas(specs, adapter, parse):
+                if isinstance(item, list):
+                    results = item
+                    break
+                i, text = item
+                sent[i] += text
+                yield chunk([{"index": i, "delta": {"content": text}, "finish_reason": None}])
         except ApiError as exc:
             yield f"data: {json.dumps(error_body(str(exc), exc.type, exc.param, exc.code))}\n\n"
             return
@@ -184,16 +207,69 @@ class Handler:
             yield chunk([], usage=_usage(specs[0].prompt_ids, results))
         yield "data: [DONE]\n\n"
 
-    async def complete(self, req: CompletionRequest) -> dict[str, Any]:
+    async def stream_text(
+        self, req: CompletionRequest, specs: list[RowSpec], adapter: str | None
+    ) -> AsyncIterator[str]:
+        """``/v1/completions`` with ``stream=true``: ``text_completion`` chunks, as OpenAI and vLLM send."""
+        head = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": req.model,
+        }
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+            return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n"
+
+        sent = [""] * len(specs)
+        results: list[RowResult] = []
+        try:
+            async for item in self.deltas(specs, adapter, False):
+                if isinstance(item, list):
+                    results = item
+                    break
+                i, text = item
+                sent[i] += text
+                yield chunk([{"index": i, "text": text, "logprobs": None, "finish_reason": None}])
+        except ApiError as exc:
+            yield f"data: {json.dumps(error_body(str(exc), exc.type, exc.param, exc.code))}\n\n"
+            return
+        for i, (spec, res) in enumerate(zip(specs, results, strict=True)):
+            c = self.policy.completion(spec, res)
+            rest = c.text[len(sent[i]) :] if c.text.startswith(sent[i]) else ""
+            logprobs = None
+            if req.logprobs is not None:
+                pieces = [self.piece(t) for t in res.token_ids]
+                logprobs = legacy_logprobs(pieces, res.logprobs, self.top(res, req.logprobs))
+            yield chunk(
+                [
+                    {
+                        "index": i,
+                        "text": rest,
+                        "logprobs": logprobs,
+                        "finish_reason": c.finish_reason,
+                        "token_ids": res.token_ids,
+                    }
+                ]
+            )
+        if (req.stream_options or {}).get("include_usage"):
+            yield chunk([], usage=_usage(specs[0].prompt_ids, results))
+        yield "data: [DONE]\n\n"
+
+    async def complete(self, req: CompletionRequest) -> dict[str, Any] | StreamingResponse:
         adapter = self.adapter_for(req.model)
-        if req.stream or req.echo:
-            raise ApiError(400, "stream and echo are not supported on /v1/completions", param="stream")
+        if req.echo:
+            raise ApiError(400, "echo is not supported on /v1/completions", param="echo")
         prompts = self.prompt_ids(req.prompt)
         try:
             per_prompt = [self.specs(req, ids, req.logprobs or 0) for ids in prompts]
         except PolicyError as exc:
             raise status_of(exc) from None
         flat = [s for specs in per_prompt for s in specs]
+        if req.stream:
+            if len(prompts) > 1:
+                raise ApiError(400, "stream=true takes one prompt", param="prompt")
+            return StreamingResponse(self.stream_text(req, flat, adapter), media_type="text/event-stream")
         results = await self.run(flat, adapter)
         choices = []
         for i, (spec, res) in enumerate(zip(flat, results, strict=True)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from verigym.policies.base import PolicyError
 
@@ -54,8 +54,30 @@ def status_of(exc: PolicyError) -> ApiError:
     return ApiError(500, str(exc), type_="server_error", code=exc.kind)
 
 
+def _text_ok(value: Any, where: str) -> None:
+    """Every string inside ``value`` must be encodable text: a lone surrogate (JSON ``"\\ud800"``) is
+    not, and would fail later inside the tokenizer."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = value[exc.start]
+            raise ValueError(
+                f"{where} contains a lone surrogate (\\u{ord(bad):04x} at index {exc.start}); "
+                "send valid Unicode text"
+            ) from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _text_ok(k, where)
+            _text_ok(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _text_ok(v, f"{where}[{i}]")
+
+
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # strict: "stream": "yes" or "max_tokens": "8" are errors, not silently converted
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str
     n: int = Field(1, ge=1, le=128)
@@ -88,7 +110,17 @@ class ChatRequest(_Common):
         for i, m in enumerate(value):
             if m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
                 raise ValueError(f"messages[{i}].role must be system, user, assistant or tool")
+            content = m.get("content")
+            if not (content is None or isinstance(content, str) or _parts(content)):
+                raise ValueError(f"messages[{i}].content must be text or a list of content parts")
+            _text_ok(m, f"messages[{i}]")
         return [{**m, "role": "system"} if m["role"] == "developer" else m for m in value]
+
+    @field_validator("tools", "stop")
+    @classmethod
+    def _text(cls, value: Any, info: ValidationInfo) -> Any:
+        _text_ok(value, str(info.field_name))
+        return value
 
 
 class CompletionRequest(_Common):
@@ -96,14 +128,26 @@ class CompletionRequest(_Common):
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
 
+    @field_validator("prompt", "stop")
+    @classmethod
+    def _text(cls, value: Any, info: ValidationInfo) -> Any:
+        _text_ok(value, str(info.field_name))
+        return value
+
+
+def _parts(content: Any) -> bool:
+    return isinstance(content, list) and all(isinstance(p, dict) for p in content)
+
 
 class LoadLoraRequest(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     lora_name: str = Field(min_length=1)
     lora_path: str = Field(min_length=1)
 
 
 class UnloadLoraRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     lora_name: str = Field(min_length=1)
 
