@@ -237,7 +237,18 @@ class RemoteSampler:
             shutil.rmtree(self.push_dir / f"v{v:06d}", ignore_errors=True)
 
     async def aclose(self) -> None:
-        await self._policy.inner.aclose()
+        """End of the run (or an error): unload every adapter this run pushed, so the servers are left
+        as they were found; then close the client."""
+        try:
+            if self._policy.mode == "lora":
+                for v in list(self._published):
+                    self._published.remove(v)
+                    with contextlib.suppress(WeightPushError, httpx.HTTPError):
+                        await self._post_all(
+                            "/v1/unload_lora_adapter", {"lora_name": f"{self._policy.served_name}-v{v}"}
+                        )
+        finally:
+            await self._policy.inner.aclose()
 
 
 def _served_version(resp: httpx.Response) -> int | None:

@@ -19,13 +19,22 @@ guided / tool-variant prompts) and ``rl.param_noise`` (noise on the sampler's we
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from verigym._files import FileProblem, read_toml
 from verigym.graders.penalties import RubricSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
@@ -264,6 +273,15 @@ class LoggingConfig(_Strict):
     wandb: bool = False
     report: bool = True
 
+    @field_validator("tensorboard", "wandb")
+    @classmethod
+    def _installed(cls, value: bool, info: ValidationInfo) -> bool:
+        """Asking for a logger that is not installed is an error at start, not a silent no-op."""
+        package = {"tensorboard": "tensorboard", "wandb": "wandb"}[str(info.field_name)]
+        if value and importlib.util.find_spec(package) is None:
+            raise ValueError(f"{package} is not installed: pip install {package}, or set it to false")
+        return value
+
 
 class ScaleConfig(_Strict):
     """Scale-out (``verigym.scale``, docs/scaling.md); the defaults train in one process."""
@@ -381,7 +399,7 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{source}: {key}: {msg}") from None
 
 
@@ -392,10 +410,8 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     if path is not None:
         p = Path(path)
         source = str(p)
-        if not p.is_file():
-            raise ConfigError(f"{source}: no such file")
         try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+            raw = read_toml(p, source)
+        except FileProblem as exc:
+            raise ConfigError(str(exc)) from None
     return build_config(apply_overrides(raw, overrides or {}), source=source)

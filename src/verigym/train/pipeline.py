@@ -17,10 +17,11 @@ from typing import Any
 
 from verigym.envs.base import Environment
 from verigym.train._model import load_model
+from verigym.train.checkpoint import latest_checkpoint
 from verigym.train.config import TrainConfig
 from verigym.train.monitor import MetricsLog
 from verigym.train.report import write_report
-from verigym.train.rl import Progress, RLTrainer, load_envs
+from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer, load_envs, run_config_path
 from verigym.train.samples import Row
 from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_demos, sft_train
 
@@ -89,6 +90,27 @@ def _stage(evaluation: dict[str, float], stage: str) -> dict[str, float]:
     return out
 
 
+STAGES = "stages.json"
+"""The pre-RL part of a run's summary (initial and after-SFT pass@1, SFT steps), kept for a resumed run."""
+
+
+def _saved_config(run: Path) -> TrainConfig:
+    path = run_config_path(run)
+    if path is None:
+        raise FileNotFoundError(f"{run}: no {RUN_CONFIG}; is this a verigym train run directory?")
+    cfg = TrainConfig.model_validate_json(path.read_text())
+    cfg.out_dir = str(run)
+    return cfg
+
+
+def _read_stages(run: Path) -> dict[str, Any]:
+    path = run / STAGES
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
 def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, Any]:
     """``verigym sft``: SFT only; the model is saved to ``out_dir/sft``."""
     out = Path(cfg.out_dir)
@@ -118,13 +140,21 @@ def run_train(
     """
     t0 = time.perf_counter()
     summary: dict[str, Any] = {}
+    if resume is not None and latest_checkpoint(resume) is None:
+        # killed during SFT or before the first RL checkpoint: redo the run from its saved config (the
+        # seeds make the redone part identical to what was lost)
+        cfg = _saved_config(Path(resume))
+        resume = None
     if resume is not None:
         trainer = trainer_cls.resume(resume, progress=progress, steps=None)
         cfg = trainer.cfg
+        summary.update(_read_stages(Path(resume)))
     else:
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)
+        (out / STAGES).unlink(missing_ok=True)
+        (out / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))  # resumable from here on
         model, tokenizer = load_model(cfg.model)
         trainer = trainer_cls(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
         summary.update(_stage(trainer.evaluate(), "initial"))
@@ -134,6 +164,7 @@ def run_train(
             summary["sft_steps"] = sft["steps"]
             summary.update(_stage(trainer.evaluate(), "after_sft"))
             summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft"))
+        (out / STAGES).write_text(json.dumps(summary, indent=2) + "\n")
     if on_trainer is not None:
         on_trainer(trainer)
     trainer.train()
