@@ -1,0 +1,378 @@
+"""Soak test: ``verigym eval`` against a fault-injecting server under random SIGKILL/resume cycles, and a
+concurrent ``verigym serve`` under mixed load (abandoned streams, malformed bodies), for ``--minutes``.
+
+    .venv/bin/python benchmarks/soak.py --minutes 30 --seed 0 --out runs/soak
+
+Eval side: an aiohttp server on 127.0.0.1 answers arithmetic prompts ("12+34=") and injects a fault
+into a share of requests: HTTP 500, HTTP 429 (Retry-After), a hang past the client's timeout, a body
+cut off mid-JSON, and a 200 with a body that is not JSON. Each round is one eval run (``-n`` tasks,
+``-k`` samples) that is started with ``--resume`` (always, as a script would), SIGKILLed after a
+random delay, restarted, ... and finally run to the end. The round's ``results.jsonl`` must then hold
+every ``(task_id, sample_index)`` exactly once with a score (lost = missing or errored, duplicated
+= a key on more than one line) and every answer scored correct (the fake model is always right:
+a fault scored as reward 0 would show here as ``wrong``).
+
+Serve side: ``verigym serve tiny`` in a subprocess; a load thread sends plain chat requests,
+streams read to the end, streams abandoned after two chunks, completions (streamed and not), and
+malformed bodies (each must get a 4xx JSON error). The server's RSS is read from /proc at the start
+and the end; a server that dies is restarted and counted.
+
+Prints one JSON report (also written to OUT/report.json) and MET/NOT MET for the issue's targets:
+0 lost, 0 duplicated, 0 server restarts, 0 faults scored as wrong answers, malformed bodies all 4xx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTS = ("500", "429", "hang", "cut", "badjson")
+
+
+class FaultServer:
+    """An OpenAI-compatible chat endpoint that answers arithmetic exactly or injects a fault."""
+
+    def __init__(self, fault_rate: float, seed: int, hang_s: float) -> None:
+        self.rng = random.Random(seed)
+        self.fault_rate, self.hang_s = fault_rate, hang_s
+        self.requests = 0
+        self.faults: Counter[str] = Counter()
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FaultServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("fault server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._ready.set()
+        loop.run_forever()
+
+    async def _models(self, _: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests += 1
+        fault = self.rng.choice(FAULTS) if self.rng.random() < self.fault_rate else None
+        if fault:
+            self.faults[fault] += 1
+        if fault == "500":
+            return web.json_response({"error": {"message": "injected"}}, status=500)
+        if fault == "429":
+            return web.json_response(
+                {"error": {"message": "injected"}}, status=429, headers={"Retry-After": "0.2"}
+            )
+        if fault == "hang":
+            await asyncio.sleep(self.hang_s)
+        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+        expr = user.strip().rstrip("=").strip()
+        answer = str(eval(expr, {"__builtins__": {}})) if re.fullmatch(r"[\d+\-*() ]+", expr) else "0"
+        payload = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        }
+        raw = json.dumps(payload).encode()
+        if fault == "badjson":
+            return web.Response(body=b'{"choices": [ not json', content_type="application/json")
+        if fault == "cut":  # announce the whole body, send half, drop the connection
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(raw)
+            await resp.prepare(request)
+            await resp.write(raw[: len(raw) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return resp
+        return web.Response(body=raw, content_type="application/json")
+
+
+def _expected_keys(n: int, k: int, seed: int) -> set[tuple[str, int]]:
+    from verigym.envs.registry import load_env
+
+    tasks = load_env("arithmetic").tasks(n, seed=seed)
+    return {(t.id, i) for t in tasks for i in range(k)}
+
+
+def _audit(out: Path, expected: set[tuple[str, int]]) -> dict[str, int]:
+    seen: Counter[tuple[str, int]] = Counter()
+    scored: set[tuple[str, int]] = set()
+    wrong = 0
+    path = out / "results.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        key = (rec["task_id"], rec["sample_index"])
+        seen[key] += 1
+        if rec.get("error") is None and rec["score"].get("reward") is not None:
+            scored.add(key)
+            wrong += rec["score"]["reward"] < 1.0
+    return {
+        "lost": len(expected - scored),
+        "duplicated": sum(c - 1 for c in seen.values() if c > 1),
+        "unexpected": len(set(seen) - expected),
+        "wrong": wrong,
+    }
+
+
+def eval_round(url: str, out: Path, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    """One eval run killed ``kills`` times at random moments, then finished; audited."""
+    config = out.parent / "soak_eval.toml"
+    config.write_text(f"timeout = {args.client_timeout}\nmax_retries = 12\nconcurrency = 8\n")
+    cmd = [
+        sys.executable, "-m", "verigym", "eval", "arithmetic", "--base-url", url, "--model", "fake",
+        "-n", str(args.tasks), "-k", str(args.samples), "--seed", str(args.seed), "--out", str(out),
+        "--config", str(config), "--resume",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    kills = exits_bad = mid = 0
+    for _ in range(rng.randint(1, args.max_kills)):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        try:
+            proc.wait(timeout=rng.uniform(1.0, args.kill_after_s))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            results = out / "results.jsonl"
+            mid += results.exists() and results.stat().st_size > 0  # killed with records on disk
+            continue
+        if proc.returncode != 0:
+            exits_bad += 1
+        break
+    final = None
+    for _ in range(3):  # run to the end: a run may end with a few samples errored, a resume redoes them
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        final = done
+        audit = _audit(out, _expected_keys(args.tasks, args.samples, args.seed))
+        if audit["lost"] == 0:
+            break
+    assert final is not None
+    if final.returncode != 0:
+        exits_bad += 1
+        print(f"eval exited {final.returncode}: {final.stderr.strip()[-300:]}", file=sys.stderr)
+    return {"kills": kills, "kills_mid_run": mid, "bad_exits": exits_bad, **audit}
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+MALFORMED: list[bytes | dict[str, Any]] = [
+    b"{not json",
+    b"",
+    b"[]",
+    {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+    {"model": "tiny", "messages": [{"role": "user", "content": "\ud800"}]},
+    {"model": "tiny", "messages": []},
+    {"model": "tiny", "messages": [{"role": "wizard", "content": "hi"}]},
+    {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 0},
+    {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1},
+    {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"},
+    {"messages": [{"role": "user", "content": "hi"}]},
+]
+
+
+class ServeLoad:
+    """Mixed load against one ``verigym serve``; restarts it if it dies (and counts that)."""
+
+    def __init__(self, seed: int) -> None:
+        from verigym.serve import spawn_server
+
+        self._spawn = spawn_server
+        self.proc, self.url = spawn_server("tiny", "--name", "tiny")
+        self.rng = random.Random(seed)
+        self.counts: Counter[str] = Counter()
+        self.restarts = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _one(self, client: httpx.Client) -> None:
+        kind = self.rng.choice(["chat", "stream", "abandon", "abandon", "completion", "cstream", "bad"])
+        msg = {"model": "tiny", "messages": [{"role": "user", "content": "12+34="}], "max_tokens": 8}
+        self.counts["requests"] += 1
+        if kind == "chat":
+            r = client.post(f"{self.url}/chat/completions", json=msg)
+            self.counts["ok" if r.status_code == 200 else f"http_{r.status_code}"] += 1
+        elif kind in ("stream", "abandon", "cstream"):
+            body: dict[str, Any] = {**msg, "stream": True}
+            path = "chat/completions"
+            if kind == "cstream":
+                body = {"model": "tiny", "prompt": "12+34=", "max_tokens": 8, "stream": True}
+                path = "completions"
+            if kind == "abandon":
+                body["max_tokens"] = 256
+            with client.stream("POST", f"{self.url}/{path}", json=body) as r:
+                if r.status_code != 200:
+                    self.counts[f"http_{r.status_code}"] += 1
+                    return
+                for i, _ in enumerate(r.iter_lines()):
+                    if kind == "abandon" and i >= 2:
+                        self.counts["abandoned"] += 1
+                        return
+            self.counts["ok"] += 1
+        elif kind == "completion":
+            r = client.post(
+                f"{self.url}/completions", json={"model": "tiny", "prompt": "1+1=", "max_tokens": 4}
+            )
+            self.counts["ok" if r.status_code == 200 else f"http_{r.status_code}"] += 1
+        else:
+            bad = self.rng.choice(MALFORMED)
+            if isinstance(bad, bytes):
+                r = client.post(
+                    f"{self.url}/chat/completions", content=bad, headers={"Content-Type": "application/json"}
+                )
+            else:
+                raw = json.dumps(bad).encode("utf-8", "surrogatepass")
+                r = client.post(
+                    f"{self.url}/chat/completions", content=raw, headers={"Content-Type": "application/json"}
+                )
+            good = 400 <= r.status_code < 500 and "error" in r.json()
+            self.counts["malformed_4xx" if good else "malformed_not_4xx"] += 1
+
+    def _loop(self) -> None:
+        with httpx.Client(timeout=60) as client:
+            while not self.stop.is_set():
+                if self.proc.poll() is not None:
+                    self.restarts += 1
+                    self.proc, self.url = self._spawn("tiny", "--name", "tiny")
+                try:
+                    self._one(client)
+                except (httpx.HTTPError, ValueError) as exc:
+                    self.counts[f"client_error_{type(exc).__name__}"] += 1
+                time.sleep(0.05)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(90)
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=30.0, help="How long to soak (default 30).")
+    ap.add_argument("--seed", type=int, default=0, help="Seed of faults, kill times and load (default 0).")
+    ap.add_argument("--out", type=Path, default=Path("runs/soak"), help="Work folder (default runs/soak).")
+    ap.add_argument("--tasks", type=int, default=30, help="Tasks per eval round (default 30).")
+    ap.add_argument("--samples", type=int, default=2, help="Samples per task (default 2).")
+    ap.add_argument("--fault-rate", type=float, default=0.3, help="Share of requests faulted (default 0.3).")
+    ap.add_argument("--max-kills", type=int, default=4, help="Most SIGKILLs per round (default 4).")
+    ap.add_argument(
+        "--kill-after-s", type=float, default=6.0, help="Longest delay before a kill (default 6)."
+    )
+    ap.add_argument("--client-timeout", type=float, default=2.0, help="Eval request timeout, s (default 2).")
+    ap.add_argument("--no-serve", action="store_true", help="Skip the concurrent verigym serve load.")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)
+    t0 = time.monotonic()
+    deadline = t0 + args.minutes * 60
+    faults = FaultServer(args.fault_rate, args.seed, hang_s=args.client_timeout * 3).start()
+    load = None if args.no_serve else ServeLoad(args.seed)
+    rss_start = 0
+    if load is not None:
+        load.thread.start()
+        time.sleep(5)  # warm: the first passes allocate
+        rss_start = _rss_kb(load.proc.pid)
+    rounds: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        out = args.out / f"round{len(rounds):03d}"
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        rounds.append(eval_round(faults.url, out, args, rng))
+        print(f"round {len(rounds)}: {rounds[-1]}", flush=True)
+    rss_end = _rss_kb(load.proc.pid) if load is not None and load.proc.poll() is None else 0
+    if load is not None:
+        load.finish()
+    faults.stop()
+    total = {
+        k: sum(r[k] for r in rounds)
+        for k in ("kills", "kills_mid_run", "bad_exits", "lost", "duplicated", "unexpected", "wrong")
+    }
+    report = {
+        "minutes": round((time.monotonic() - t0) / 60, 2),
+        "seed": args.seed,
+        "eval_rounds": len(rounds),
+        "eval_samples": len(rounds) * args.tasks * args.samples,
+        "fault_server_requests": faults.requests,
+        "faults_injected": dict(faults.faults),
+        **total,
+        "serve": None
+        if load is None
+        else {
+            **dict(load.counts),
+            "restarts": load.restarts,
+            "rss_start_mib": round(rss_start / 1024, 1),
+            "rss_end_mib": round(rss_end / 1024, 1),
+        },
+    }
+    (args.out / "report.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    checks = {
+        "0 records lost": total["lost"] == 0,
+        "0 duplicated": total["duplicated"] == 0,
+        "0 faults scored as wrong answers": total["wrong"] == 0,
+        "0 server restarts": load is None or load.restarts == 0,
+        "malformed bodies all 4xx": load is None or load.counts["malformed_not_4xx"] == 0,
+    }
+    for name, ok in checks.items():
+        print(f"{'MET' if ok else 'NOT MET'}: {name}")
+    sys.exit(0 if all(checks.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()
