@@ -16,7 +16,7 @@ from verigym.graders.bench import FAMILIES, load_family
 DOCUMENTED: dict[str, list[str]] = {
     "verigym.graders.math": [
         "DEFAULT_TIMEOUT", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
-        "check_equivalent", "extract_answer", "math_grader",
+        "check_equivalent", "clear_caches", "extract_answer", "math_grader",
     ],
     "verigym.graders.code": [
         "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",

@@ -5,7 +5,8 @@ grader should accept) or ``expect: "pass" | "fail"``, plus the family's own fiel
 ``gold``, ``pred``, optional ``mode``). Families are modules that expose
 ``bench_verdict(line: dict) -> bool`` (True = accept), raising on an infrastructure error, and
 optionally ``SUITE_FIELDS`` (required keys), ``check_suite_line(line)`` (raises ``ValueError`` for a
-malformed line, reported with file:line before anything runs) and ``bench_warmup()`` (run once
+malformed line, reported with file:line before anything runs) and ``bench_warmup()`` or
+``bench_warmup(jobs)`` (run once
 before timing).
 Modules are imported only when used, so a family that is not built yet fails with one line.
 
@@ -17,6 +18,7 @@ Rates: FP rate = wrong answers accepted / all wrong answers; FN rate = right ans
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import time
 from collections.abc import Callable
@@ -58,7 +60,7 @@ class Family:
     name: str
     verdict: Callable[[dict[str, Any]], bool]
     fields: tuple[str, ...] = ()
-    warmup: Callable[[], Any] | None = None
+    warmup: Callable[..., Any] | None = None
     check_line: Callable[[dict[str, Any]], None] | None = None
 
 
@@ -243,7 +245,10 @@ def run_bench(
     fam = family if isinstance(family, Family) else load_family(family)
     lines = load_suite(suite, fam.fields, fam.check_line)
     if fam.warmup is not None:
-        fam.warmup()
+        if inspect.signature(fam.warmup).parameters:
+            fam.warmup(jobs)  # e.g. start one worker process per job
+        else:
+            fam.warmup()
     if mode is not None:
         lines = [({**line, "mode": mode} if "mode" not in line else line, label) for line, label in lines]
 

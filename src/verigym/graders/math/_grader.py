@@ -217,6 +217,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     return verdict.accepted
 
 
-def bench_warmup() -> None:
-    """verifier-bench hook: start the worker process before the timed run."""
-    default_pool().warm()
+def bench_warmup(jobs: int = 1) -> None:
+    """verifier-bench hook: start one worker process per job before the timed run."""
+    default_pool().warm(jobs)

@@ -177,7 +177,7 @@ class WorkerPool:
     """Up to ``size`` worker processes shared by all threads of this process."""
 
     def __init__(self, size: int | None = None) -> None:
-        self.size = size or max(1, min(4, os.cpu_count() or 1))
+        self.size = size or max(2, min(16, os.cpu_count() or 1))  # started lazily, one per concurrent check
         self._idle: list[_Worker] = []
         self._count = 0
         self._cond = threading.Condition()
@@ -227,9 +227,11 @@ class WorkerPool:
                 w.call(_CLEAR, _STARTUP_S)
             self._release(w)
 
-    def warm(self) -> None:
-        """Start one worker now (so the first timed check does not pay for the imports)."""
-        self._release(self._acquire())
+    def warm(self, n: int = 1) -> None:
+        """Start ``n`` workers now (at most ``size``), so timed checks do not pay for the imports."""
+        held = [self._acquire() for _ in range(max(1, min(n, self.size)))]
+        for w in held:
+            self._release(w)
 
     def close(self) -> None:
         with self._cond:
