@@ -210,6 +210,12 @@ def test_explicit_product_sign_ends_a_bare_function_argument() -> None:
         ("90^\n", "90^\\circ", "91^\\circ"),  # hv-217: a superscript lost in transcription
         ("②③", "2, 3", "2, 4"),  # hv-231: circled numbers list the items
         ("(- \\frac {1}{2}, \\sqrt {2}.]", "\\left( -\\frac{1}{2}, \\sqrt{2} \\right]", "(-1/2, \\sqrt{2})"),
+        # hv-128: a set difference written with a minus sign
+        (
+            "\\{x | x < \\frac{3}{2}\\} - \\{-6\\}",
+            "(-\\infty, -6) \\cup (-6, \\frac{3}{2})",
+            "(-\\infty, \\frac{3}{2})",
+        ),
     ],
 )
 def test_repaired_references(gold: str, good: str, bad: str) -> None:

@@ -185,6 +185,9 @@ def _balanced(s: str) -> bool:
 
 def _parse_atom(s: str) -> Value:
     s = s.strip()
+    sides = split_top(s, ("-",)) if s.startswith("\\{") else []
+    if len(sides) == 2 and all(_bracketed(p) and p.startswith("\\{") and p.endswith("\\}") for p in sides):
+        s = " \\setminus ".join(sides)  # "\\{x | x < 2\\} - \\{-6\\}": a set difference
     if _top_has(s, "\\cup") or _top_has(s, "\\setminus"):
         return _parse_union(s)
     if "\\begin{" in s and re.search(r"matrix|array", s):
