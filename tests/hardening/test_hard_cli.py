@@ -172,6 +172,15 @@ CASES: dict[str, Case] = {
         [str(t / "a")],
     ),
     "select-tasks-missing-run": lambda t: (["select-tasks", str(t / "r")], [str(t / "r")]),
+    "suite-unknown": lambda t: (["suite", "nope", "--out", str(t / "s")], ["nope"]),
+    "profile-n-not-int": lambda t: (["profile", "arithmetic", "-n", "zero"], ["-n", "zero"]),
+    "synth-teacher-missing-dir": lambda t: (
+        ["synth", "arithmetic", "--teacher", "/nonexistent/t", "-n", "1", *_out(t)],
+        ["/nonexistent/t", "no such directory"],
+    ),
+    "init-bad-name": lambda t: (["init", "Bad Name!"], ["Bad Name!"]),
+    "quickstart-steps-not-int": lambda t: (["quickstart", "--steps", "x"], ["--steps", "x"]),
+    "envs-unknown-flag": lambda t: (["envs", "--bogus"], ["--bogus"]),
     "models-create-unknown-size": lambda t: (["models", "create", "huge", "--out", str(t / "m")], ["huge"]),
 }
 
