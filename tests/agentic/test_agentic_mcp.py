@@ -122,3 +122,24 @@ def test_bad_mcp_is_one_line_exit_2(model: str, tmp_path: Path) -> None:
         app, ["eval", f"{HERE / 'agentic_envs.py'}:OnePlusTwo", "--base-url", model, "--mcp", STDIO]
     )
     assert result.exit_code == 2 and "not a tool environment" in result.output, result.output
+
+
+def test_train_config_tools_mcp_reaches_every_tool_env(tmp_path: Path) -> None:
+    from verigym.envs.extras import close_servers
+    from verigym.envs.registry import EnvError
+    from verigym.train.config import load_config
+    from verigym.train.rl import load_envs
+
+    config = tmp_path / "train.toml"
+    server = json.dumps([sys.executable, str(SERVER)])
+    config.write_text(
+        f'[[envs]]\nname = "{HERE / "agentic_envs.py"}:NeedsAdd"\n[[tools.mcp]]\ncommand = {server}\nprefix = "m_"\n'
+    )
+    envs = load_envs(load_config(config))
+    try:
+        assert [t.name for t in envs[0][1].tools] == ["m_add", "m_shout"]  # type: ignore[attr-defined]
+    finally:
+        close_servers()
+    config.write_text(f'[[envs]]\nname = "arithmetic"\n[[tools.mcp]]\ncommand = {server}\n')
+    with pytest.raises(EnvError, match="not a tool environment"):
+        load_envs(load_config(config))
