@@ -85,6 +85,14 @@ CASES: dict[str, Case] = {
         ["train", str(_write(t, "ok.toml", "")), "--preset", "nope"],
         ["rl.preset", "nope"],
     ),
+    "train-resume-corrupt-config": lambda t: (
+        ["train", "--resume", str(_binary(t, "train_config.json").parent)],
+        ["--resume", "train_config.json"],
+    ),
+    "train-resume-wrong-config": lambda t: (
+        ["train", "--resume", str(_write(t, "train_config.json", '{"rl": {"lr": "x"}}').parent)],
+        ["train_config.json", "rl.lr"],
+    ),
     "train-resume-missing": lambda t: (["train", "--resume", str(t / "norun")], ["--resume", "norun"]),
     "eval-config-unknown-key": lambda t: (
         ["eval", "arithmetic", "--config", str(_write(t, "e.toml", "bogus = 1\n"))],

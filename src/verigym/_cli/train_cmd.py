@@ -175,9 +175,18 @@ def register(app: typer.Typer) -> None:
             run_cfg = run_config_path(resume)
             if run_cfg is None:
                 fail(f"--resume {resume}: not a verigym train run directory (no train_config.json)")
+            from pydantic import ValidationError
+
             from verigym.train.config import TrainConfig
 
-            cfg = TrainConfig.model_validate_json(run_cfg.read_text())
+            try:
+                cfg = TrainConfig.model_validate_json(run_cfg.read_bytes())
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first.get("loc", ())) or "config"
+                fail(
+                    f"--resume {resume}: {run_cfg.name} is not a valid train config ({where}: {first['msg']})"
+                )
         else:
             cfg = load_train_config(config, overrides, preset, steps, out)
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
