@@ -19,11 +19,13 @@ __all__ = ["MCP_HELP", "PENALTY_HELP", "apply_extras", "extend_config"]
 
 MCP_HELP = (
     "MCP server whose tools the environment offers: a command run over stdio ('python server.py') "
-    "or a streamable-HTTP URL (http://127.0.0.1:PORT/mcp); repeatable. Also [[tools.mcp]] in --config."
+    "or a streamable-HTTP URL (http://127.0.0.1:PORT/mcp); repeatable. Also the tools.mcp "
+    "array of tables in --config."
 )
 PENALTY_HELP = (
     "Cheating penalty NAME[=AMOUNT] (hedged_answer, copied_answer, network_attempts, protected_edits, "
-    "deleted_tests; default amount 1); repeatable. A cheat judge: [[rubric.penalties]] in --config."
+    "deleted_tests; default amount 1); repeatable. A cheat judge (an LLM at a base URL): the "
+    "rubric.penalties array of tables in --config."
 )
 
 
