@@ -20,9 +20,14 @@ def register(app: typer.Typer) -> None:
             Path("runs/quickstart"), "--out", help="Run directory; `verigym eval` finds OUT/checkpoint."
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of the model, the tasks and the sampling."),
-        steps: int = typer.Option(None, "--steps", help="RL steps (default 100)."),
+        steps: int = typer.Option(None, "--steps", help="RL steps (default 100; 30 with --env calc)."),
         threads: int = typer.Option(
             1, "--threads", help="torch CPU threads (1 is fastest for the tiny model)."
+        ),
+        env: str = typer.Option(
+            "arithmetic",
+            "--env",
+            help="arithmetic (2-digit addition) or calc (an agent that learns to call a calculator tool).",
         ),
     ) -> None:
         """Offline demo: tiny model → light SFT on verified demos → GRPO (DAPO) → held-out pass@1 before/after."""
@@ -37,6 +42,11 @@ def register(app: typer.Typer) -> None:
         overrides = {} if steps is None else {"rl__steps": steps}
         if steps is not None and steps < 1:
             fail(f"--steps must be at least 1, got {steps}")
+        if env == "calc":
+            _calc(out if out != Path("runs/quickstart") else Path("runs/quickstart_calc"), seed, overrides)
+            return
+        if env != "arithmetic":
+            fail(f"--env must be arithmetic or calc, got {env!r}")
         cfg = quickstart_config(out, seed=seed, **overrides)
         console.print(
             "[bold]verigym quickstart[/]: tiny model → light SFT on verified arithmetic demos → "
@@ -66,3 +76,41 @@ def register(app: typer.Typer) -> None:
             f"Wrote {out}/summary.json, {out}/report.html; model in {summary['model_dir']} "
             "(`verigym eval arithmetic` uses it)."
         )
+
+
+def _calc(out: Path, seed: int, overrides: dict[str, int]) -> None:
+    """``--env calc``: the tool-use demo; prints pass@1 and the well-formed tool-call rate per stage."""
+    from rich.table import Table
+
+    from verigym._cli.train_cmd import TrainProgress
+    from verigym.train.quickstart_calc import calc_quickstart, calc_quickstart_config
+
+    cfg = calc_quickstart_config(out, seed=seed, **overrides)
+    console.print(
+        "[bold]verigym quickstart --env calc[/]: tiny model → light SFT on verified tool-using trajectories → "
+        f"GRPO (DAPO preset, {cfg.rl.steps} steps) → held-out pass@1 and tool-call rate — offline, CPU"
+    )
+    sft_bound = cfg.sft.max_steps or cfg.sft.epochs * (
+        (cfg.sft.demos + cfg.sft.batch_size - 1) // cfg.sft.batch_size
+    )
+    with TrainProgress(cfg.rl.steps, sft_bound) as bar:
+        summary = calc_quickstart(cfg, progress=bar)
+    table = Table(
+        title=f"held-out calc ({cfg.eval.tasks} test tasks x {cfg.eval.samples} samples, T={cfg.eval.temperature:g})"
+    )
+    table.add_column("stage")
+    table.add_column("pass@1", justify="right")
+    table.add_column("well-formed tool call", justify="right")
+    for label, stage in (
+        ("initial (random tiny)", "initial"),
+        ("after SFT", "after_sft"),
+        ("after RL", "after_rl"),
+    ):
+        cells = [summary.get(f"{m}_{stage}") for m in ("pass_at_1", "tool_call_ok")]
+        table.add_row(label, *("-" if v is None else f"{v:.3f}" for v in cells))
+    console.print(table)
+    console.print(
+        f"{summary.get('sft_steps')} SFT steps, {summary['steps']} RL steps in {summary['wall_s']:.0f}s. "
+        f"Wrote {out}/summary.json, {out}/report.html; model in {summary['model_dir']} "
+        f"(`verigym eval calc --env-arg schema=brief --model {summary['model_dir']}`)."
+    )
