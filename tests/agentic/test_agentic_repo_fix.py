@@ -62,7 +62,7 @@ def test_labeled_suite_every_grader_has_no_false_verdict() -> None:
     for grader in STACK:  # each grader has right and wrong episodes
         labels = {x["expect"] for x in lines if x["grader"] == grader}
         assert labels == {"pass", "fail"}, grader
-    cmd = [sys.executable, "-m", "verigym", "verifier-bench", "--grader", "verigym.envs._repo_fix_bench"]
+    cmd = [sys.executable, "-m", "verigym", "verifier-bench", "--grader", "repo_fix"]
     out = subprocess.run(
         [*cmd, "--suite", str(SUITE), "--json", "-j", "2"], capture_output=True, text=True, timeout=300
     )

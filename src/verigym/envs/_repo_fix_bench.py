@@ -1,6 +1,6 @@
 """verifier-bench hook for the ``repo_fix`` grader stack: replay a labeled episode, grade it.
 
-``verigym verifier-bench --grader verigym.envs._repo_fix_bench --suite tests/suites/repo_fix_graders.jsonl``
+``verigym verifier-bench --grader repo_fix --suite tests/suites/repo_fix_graders.jsonl``
 
 A suite line names a task (``seed``, ``level``), the grader under test (``unit_tests``, ``patch``,
 ``rollout``, ``behaviour``, ``user_experience``, ``task_specific``), an episode and the label:

@@ -48,6 +48,7 @@ FAMILIES: dict[str, str] = {
     "judge": "verigym.graders.judge",
     "format": "verigym.graders.format",
     "length": "verigym.graders.length",
+    "repo_fix": "verigym.envs._repo_fix_bench",  # the repo_fix grader stack, episodes replayed
 }
 
 
