@@ -84,3 +84,18 @@ def test_data_errors_are_one_line_and_name_the_place(tmp_path: Path, monkeypatch
     gz.write_bytes(gzip.compress(b"not json\n"))
     with pytest.raises(DatasetError, match=r"x\.jsonl\.gz:1: invalid JSON"):
         load_humaneval(gz)
+
+
+async def test_an_object_argument_is_an_error_with_the_reason_not_a_fail(tmp_path: Path) -> None:
+    row = {
+        "task_id": 601,
+        "text": "Longest chain of pairs.",
+        "code": "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\ndef chain(arr, n):\n    return n",
+        "test_list": ["assert chain([Pair(5, 24), Pair(15, 25)], 2) == 2"],
+    }
+    path = tmp_path / "pair.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    env = MbppEnv(path=str(path))
+    task = env.tasks()[0]
+    score = await env.rubric.score(task, reply(f"```python\n{task.info['solution']}\n```"))
+    assert score.reward is None and score.error is not None and "not plain data" in score.error

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,15 @@ def test_forged_hand_back_frames_do_not_keep_the_sandbox(tmp_path: Path) -> None
     (look_boot, seen, procs) = _run(LOOK, box, tmp_path / "look.jsonl")[0]
     assert seen == [] and procs == 2
     assert isinstance(first, str) and isinstance(look_boot, str)
+
+
+def test_a_sandbox_started_from_a_short_lived_thread_outlives_it(tmp_path: Path) -> None:
+    """bwrap's --die-with-parent follows the thread that started it: a reusable worker must be
+    started by a thread that lives as long as the process (graders run in asyncio.to_thread)."""
+    box, log = Sandbox(), tmp_path / "log.jsonl"
+    worker = threading.Thread(target=_run, args=(BOOT.replace("def boot", "def f"), box, log))
+    worker.start()
+    worker.join()
+    time.sleep(0.5)  # the starting thread is gone
+    first, second = _run(BOOT.replace("def boot", "def f"), box, log)
+    assert first == second, "the sandbox died with the thread that started it"

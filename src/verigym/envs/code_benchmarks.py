@@ -15,8 +15,10 @@ whole function and a body-only completion both work.
 **Grader.** ``graders.code.code_grader`` with the tests run *verbatim* in the grader's process:
 HumanEval's ``check(candidate)`` is called once (its asserts may sit in loops and call helpers the
 prompt defines, which run on the tests' side too); MBPP's ``test_list`` asserts run in order, one
-case each, after ``test_setup_code`` and the reference code's imports. The candidate runs in the
-bubblewrap sandbox; verdicts are decided outside it. ``mode="all"`` (default) is pass@1's 0/1.
+case each, after ``test_setup_code`` and the reference code's imports and classes. The candidate
+runs in the bubblewrap sandbox; verdicts are decided outside it. ``mode="all"`` (default) is
+pass@1's 0/1. Arguments and results cross as plain data: a row whose tests pass an object of a
+class (e.g. MBPP's ``Pair`` rows) is graded as an error with that reason, never as a fail.
 
 **Policies.** The oracle answers the canonical solution (HumanEval: prompt + canonical_solution;
 MBPP: ``code``); the null policy answers a function that returns None.
@@ -155,9 +157,11 @@ def load_mbpp(path: str | Path, *, show_tests: int = 1) -> list[Task]:
         entries = [n for n in _called_names(test_tree) if n in defined]
         if not entries:
             raise DatasetError(f"{where}: test_list calls none of the functions defined in 'code'")
-        # the tests run after the reference code's imports (MBPP's harness runs both in one namespace)
+        # the tests run after the reference code's imports and classes (MBPP's harness runs both in
+        # one namespace); an object of such a class cannot cross the sandbox boundary, so a test
+        # that passes one is an errored grade with that reason, not a fail
         imports_src = "\n".join(
-            ast.unparse(s) for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)
+            ast.unparse(s) for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom | ast.ClassDef)
         )
         shown = "\n".join(tests[:show_tests])
         prompt = f"{text.strip()}\n\nThe function must be named `{entries[0]}`."

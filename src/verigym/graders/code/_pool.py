@@ -19,6 +19,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,31 @@ class WarmPool:
         self._jobs: queue.SimpleQueue[tuple[Hashable, Callable[[], Spawned]] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._inflight: dict[Hashable, int] = {}
+        self._spawner: threading.Thread | None = None
+        self._spawns: queue.SimpleQueue[tuple[Callable[[], Spawned], Future[Spawned]]] = queue.SimpleQueue()
         atexit.register(self.close)
+
+    def spawn(self, factory: Callable[[], Spawned]) -> Spawned:
+        """Run ``factory`` on a thread that lives as long as the process and wait for it: a worker
+        that outlives its session (a zygote) must not die with the thread that asked for it, and
+        bwrap's ``--die-with-parent`` follows the starting thread."""
+        fut: Future[Spawned] = Future()
+        with self._lock:
+            if self._spawner is None or not self._spawner.is_alive():
+                self._spawner = threading.Thread(
+                    target=self._spawn_loop, name="verigym-sandbox-spawner", daemon=True
+                )
+                self._spawner.start()
+        self._spawns.put((factory, fut))
+        return fut.result()
+
+    def _spawn_loop(self) -> None:
+        while True:
+            factory, fut = self._spawns.get()
+            try:
+                fut.set_result(factory())
+            except BaseException as exc:  # the caller re-raises it (e.g. SandboxUnavailable)
+                fut.set_exception(exc)
 
     def take(self, key: Hashable) -> Spawned | None:
         """A ready worker for ``key``, or None."""

@@ -206,7 +206,7 @@ class WorkerSession:
         key = self._key()
         spawned = POOL.take(key) if self.warm else None
         if spawned is None:
-            spawned = self._spawn()
+            spawned = POOL.spawn(self._spawn) if self.zygote else self._spawn()
         if self.warm and not self.zygote:  # a zygote comes back to the pool after the candidate
             POOL.refill(key, self._spawn)
         self.proc, self.group = spawned.proc, spawned.group

@@ -256,6 +256,8 @@ def evaluate_asserts(
         check(proxy)
         state.flush()
         return [CaseResult(label, True)]
+    except TaskTestsError:
+        raise
     except (Exception, CandidateFailure) as exc:
         return [CaseResult(label, False, (_where(exc, lines) + _reason(exc))[:400])]
     finally:
@@ -284,6 +286,8 @@ def _top_level(
             exec(_compile([stmt]), ns)
             if is_case:
                 results.append(CaseResult(label, True))
+        except TaskTestsError:
+            raise
         except (Exception, CandidateFailure) as exc:
             if is_case:
                 results.append(CaseResult(label, False, _reason(exc)))
