@@ -31,6 +31,8 @@ LEAVE = BOOT + (
     "    open('/tmp/d/e/f', 'w').write('x')\n"
     "    os.chmod('/tmp/d', 0)\n"
     "    open('/dev/shm/left', 'w').write('x')\n"
+    "    import ctypes\n"
+    "    ctypes.CDLL(None).shmget(4242, 4096, 0o1666)\n"
     "    if os.fork() == 0:\n"
     "        os.setsid()\n"
     "        if os.fork() == 0:\n"
@@ -45,6 +47,9 @@ LOOK = BOOT + (
     "def f():\n"
     "    seen = [p for p in ('/tmp/left', '/tmp/d', '/dev/shm/left', '/tmp/late') if os.path.exists(p)]\n"
     "    procs = [p for p in os.listdir('/proc') if p.isdigit() and os.stat('/proc/' + p).st_uid == os.getuid()]\n"
+    "    import ctypes\n"
+    "    if ctypes.CDLL(None).shmget(4242, 0, 0) >= 0:\n"
+    "        seen.append('shm 4242')\n"
     "    return boot(), seen, len(procs)\n"
 )
 FORGE = BOOT + (

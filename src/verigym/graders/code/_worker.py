@@ -15,7 +15,8 @@ between the calls of one case, as in plain Python, and is fresh for the next cas
 
 **Zygote.** When the grader runs as root, the worker stays a zygote that never runs candidate
 code: each candidate runs in a fork under its own fresh uid; afterwards the zygote, as that uid,
-kills every process it left and removes its files in ``/tmp`` and ``/dev/shm``, then proves it is
+kills every process it left, removes its files in ``/tmp`` and ``/dev/shm`` and its SysV IPC
+objects (``ipcrm --all``), then proves it is
 itself by echoing a token only it can read (``_session``), and serves the next candidate.
 
 Protocol: length-prefixed frames on the fds that were stdin/stdout of the sandbox (fds 0/1/2 of
@@ -364,6 +365,8 @@ def _clean(uid: int) -> None:
                     break
             for top in ("/tmp", "/dev/shm"):
                 _wipe(top, uid)
+            if os.path.exists("/usr/bin/ipcrm"):  # its SysV shared memory, semaphores, queues
+                os.execv("/usr/bin/ipcrm", ["ipcrm", "--all"])
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
