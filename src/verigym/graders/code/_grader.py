@@ -13,8 +13,10 @@ trailing whitespace ignored), exactly, or token-wise with an explicit float tole
 
 Whatever the candidate causes (crash, timeout, resource limit, killed runner) fails the case with
 its reason; only the grader's own infrastructure (no sandbox) gives an errored grade. One sandbox
-(a fresh worker, possibly started ahead of time by a warm pool, never reused) serves all the
-cases of one candidate; each case runs in a forked child of the loaded worker.
+serves all the cases of one candidate; each case runs in a forked child of the loaded worker. The
+sandbox is fresh (started ahead of time by a warm pool) or, where the grader runs as root, a
+reused zygote that ran the previous candidate under another uid and removed everything it left
+(processes, files, IPC objects) before proving it is itself (``_worker``, ``_session``).
 
 Limits (generous on purpose, so that correct code is not failed): ``timeout_s`` CPU seconds per
 case (wall clock 3x + 2 s, so a loaded machine does not fail a correct solution), results up to
