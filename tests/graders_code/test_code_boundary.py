@@ -130,3 +130,28 @@ def test_codec_round_trips_without_recursion_and_rejects_malformed() -> None:
     for bad in ([[0, 2], 1], [[99, 1], 1], [1, 2], [[0, -1]], [[2, 1], [0, 0], 1], [{"a": 1}]):
         with pytest.raises(CodecError):
             decode(bad)
+
+
+def test_single_use_workers_without_the_zygote() -> None:
+    """The path of non-root hosts and unsafe mode: one worker per candidate, no hand-back."""
+    import marshal
+
+    from verigym.graders.code._session import WorkerSession
+    from verigym.graders.code.sandbox import Limits, Sandbox
+
+    code = "n = [0]\ndef f(xs):\n    n[0] += 1\n    xs.append(n[0])\n    return n[0]\n"
+    with WorkerSession(
+        code, mode="function", entry_point=["f"], limits=Limits(timeout_s=3), sandbox=Sandbox(), warm=False
+    ) as ses:
+        assert not ses.zygote
+        ses.start()
+        blob = marshal.dumps((([1],), {}))
+        first = ses.run_case({"op": "call", "name": "f", "blob": blob})
+        second = ses.run_case({"op": "call", "name": "f", "blob": blob})
+        assert first.ok and decode(first.data["value"]) == 1 and decode(second.data["value"]) == 2
+        assert decode(first.data["changed"]["0"]) == [1, 1]
+        ses.end_case()
+        fresh = ses.run_case({"op": "call", "name": "f", "blob": blob})
+        assert decode(fresh.data["value"]) == 1  # module state is fresh for the next case
+        proc = ses.proc
+    assert proc is not None and proc.poll() is not None  # killed at the end, never handed back
