@@ -97,15 +97,21 @@ class WarmPool:
         return None
 
     def put(self, key: Hashable, spawned: Spawned) -> None:
-        """Take back a reusable worker (a zygote that cleaned up after its candidate)."""
+        """Take back a reusable worker (a zygote that cleaned up after its candidate): up to one per
+        core for each of the ``max_keys`` most recently used configurations."""
+        stale: list[Spawned] = []
         with self._lock:
             ready = self._ready.setdefault(key, [])
-            if self.enabled and len(ready) < self.size and spawned.alive():
+            if self.enabled and len(ready) < max(self.size, os.cpu_count() or 2) and spawned.alive():
                 ready.append(spawned)
-                self._recent = [k for k in self._recent if k != key] + [key]
-                spawned = None  # type: ignore[assignment]
-        if spawned is not None:
-            spawned.discard()
+                stale = []
+            else:
+                stale = [spawned]
+            self._recent = [k for k in self._recent if k != key] + [key]
+            while len(self._recent) > self.max_keys:
+                stale += self._ready.pop(self._recent.pop(0), [])
+        for old in stale:
+            old.discard()
 
     def refill(self, key: Hashable, factory: Callable[[], Spawned]) -> None:
         """Ask the background threads to start workers for ``key`` until ``size`` are ready or
