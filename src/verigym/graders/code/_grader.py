@@ -357,9 +357,16 @@ def code_grader(
     return Grader(fn=grade, weight=weight, name=name, timeout=None)
 
 
-def bench_warmup() -> None:
-    """Start one sandbox before timing (probes bwrap once and compiles the worker)."""
-    run_function_tests("def f():\n    return 1\n", "assert f() == 1\n", "f")
+def bench_warmup(jobs: int = 1) -> None:
+    """Start ``jobs`` sandboxes before timing, with :func:`bench_verdict`'s limits (probes bwrap
+    once, compiles the worker; on root hosts the zygotes go back to the pool for the checks)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(_: int) -> None:
+        run_function_tests("def f():\n    return 1\n", "assert f() == 1\n", "f", timeout_s=3.0)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(one, range(max(1, jobs))))
 
 
 def check_suite_line(line: Mapping[str, Any]) -> None:
