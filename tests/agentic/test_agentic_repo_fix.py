@@ -72,3 +72,26 @@ def test_labeled_suite_every_grader_has_no_false_verdict() -> None:
     assert result["errors"] == 0 and result["false_positives"] == [] and result["false_negatives"] == [], (
         result
     )
+
+
+def test_patch_grader_reads_a_diff_answer() -> None:
+    """Single-turn SWE answers: the last ```diff block is the change the patch grader checks."""
+    from verigym.envs._repo_fix_graders import grade_patch
+    from verigym.types import Message, Task, Trajectory, Turn
+
+    task = Task(
+        id="t", prompt=(Message(role="user", content="fix"),), info={"repo_files": {"a.py": "x = 1\n"}}
+    )
+
+    def answer(text: str) -> Trajectory:
+        traj = Trajectory(task_id="t", prompt=list(task.prompt))
+        traj.turns.append(Turn(source="model", messages=[Message(role="assistant", content=text)]))
+        return traj
+
+    good = "```diff\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n```"
+    stale = "```diff\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 5\n+x = 2\n```"
+    test = "```diff\n--- /dev/null\n+++ b/tests/test_a.py\n@@ -0,0 +1 @@\n+def test_a(): pass\n```"
+    assert grade_patch(task, answer(good)).score == 1.0
+    assert "does not apply" in grade_patch(task, answer(stale)).detail
+    assert "protected file tests/test_a.py" in grade_patch(task, answer(test)).detail
+    assert grade_patch(task, answer("no diff")).detail == "no change to the repository"

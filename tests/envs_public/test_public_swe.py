@@ -49,7 +49,7 @@ def test_check_env_passes_on_the_fixture_instances() -> None:
     report = check_env(load_env("swe_instances", path=str(FIXTURE)), n=3)
     assert report.ok, report.failures
     details = {r.name: r.detail for r in report.results}
-    assert "1.000" in details["oracle"] and "0.000" in details["null"]
+    assert "1.100" in details["oracle"] and "0.000" in details["null"]  # resolved 1 + a clean patch 0.1
 
 
 def test_instances_read_swe_bench_fields() -> None:

@@ -7,8 +7,10 @@ SWE grader of ``verigym.graders.swe``) and, as separate named graders,
 - ``patch``: the final change as a unified diff applies cleanly to the original tree, touches no
   protected file (tests, conftest, test/CI config), changes something, and is in good form: every
   changed Python file parses, ends with a newline, adds no trailing whitespace or tab indentation,
-  creates no file the task does not allow, and stays within a line budget (3x the reference fix,
-  at least 12 lines);
+  creates no file outside ``task.info["allowed_new_files"]`` (when the task lists them), and stays
+  within a line budget (3x the reference fix ``task.info["fixed"]``, at least 12 lines, when known);
+  it reads the final files (``trajectory.state["files"]``) or the last ```` ```diff ```` block of
+  the answer (single-turn SWE instances);
 - ``rollout``: tools used accurately: at least one call, every call names a known tool with
   well-formed arguments, no call fails (a tool answer starting ``Error:``), and no redundant
   repetition (the same call with the same arguments again with no edit in between);
@@ -166,8 +168,9 @@ def grade_patch(task: Task, trajectory: Trajectory) -> Grade:
     added, modified, deleted = changed_paths(before, after)
     changed = added + modified + deleted
     problems = [f"touches protected file {p}" for p in changed if is_protected(p)]
-    allowed = set(task.info.get("allowed_new_files") or ())
-    problems += [f"adds unexpected file {p}" for p in added if p not in allowed]
+    allowed = task.info.get("allowed_new_files")  # None: any new (unprotected) file is fine
+    if allowed is not None:
+        problems += [f"adds unexpected file {p}" for p in added if p not in set(allowed)]
     for p in modified + added:
         old = set(before.get(p, "").splitlines())
         new_lines = [line for line in after[p].splitlines() if line not in old]

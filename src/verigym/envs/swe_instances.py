@@ -16,7 +16,8 @@ diff in a ```` ```diff ```` block.
 (tests, ``conftest.py``, test/CI configuration) is reset, test files the candidate added are
 removed, and the files ``test_patch`` touches are written over them (the hidden tests: tamper
 detection, SWE-bench style); then FAIL_TO_PASS and PASS_TO_PASS run under pytest. Resolved = all
-pass. ``runtime=bubblewrap`` (default) runs them in verigym's sandbox; ``runtime=docker`` in a
+pass (weight 1). Gated on it, ``patch`` (weight 0.1, from repo_fix's SWE grader stack): the diff
+applies cleanly, touches no protected file and is well formed. ``runtime=bubblewrap`` (default) runs them in verigym's sandbox; ``runtime=docker`` in a
 container of ``image=`` (or the row's ``image``) with no network, after checking that a Docker
 engine answers (a one-line error otherwise). A sandbox or engine that cannot run is a grader
 error, never a 0.
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
+from verigym.envs._repo_fix_graders import patch_grader
 from verigym.envs._swe_docker import docker_status, grade_in_docker
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
@@ -218,7 +220,9 @@ class SweInstancesEnv(SingleTurnEnv):
             grader = _docker_grader(image, float(self.timeout_s))
         else:
             grader = swe_grader(name="resolved", timeout_s=float(self.timeout_s))
-        super().__init__(rubric=Rubric([grader]), system_prompt=system_prompt)
+        patch = patch_grader()  # the diff applies cleanly, touches no protected file, is well formed
+        rubric = Rubric([grader, patch], gates={patch.name: [grader.name]})
+        super().__init__(rubric=rubric, system_prompt=system_prompt)
         self._tasks: list[Task] | None = None
         self._book = TaskBook()
 
