@@ -18,6 +18,7 @@ the steps; those groups give zero advantage) and held-out greedy pass@1 (200 tes
 prompts) after RL.
 
     python benchmarks/exploration.py --seeds 0-2 --steps 60
+    python benchmarks/exploration.py --calibrate 0      # pass@1 of seed 0's SFT model under noise σ
 
 Target (the issue asks for a measurement): MET when an arm lowers the zero-variance fraction
 below plain's without lowering mean held-out pass@1 by more than 0.02.
@@ -71,6 +72,30 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def calibrate(seed: int, cache: Path) -> None:
+    """Held-out pass@1 of the cached SFT model of ``seed`` with its weights under noise σ, sampled at
+    T=1 and greedy: how much each σ perturbs the sampler (needs the SFT cache of a benchmark run)."""
+    import torch
+
+    from verigym.train._model import load_model
+    from verigym.train.exploration import parameter_noise
+    from verigym.train.quickstart import quickstart_config
+    from verigym.train.rl import RLTrainer, load_envs
+
+    torch.set_num_threads(1)
+    for temperature in (1.0, 0.0):
+        cfg = quickstart_config(cache / "calibrate", seed=seed, eval__temperature=temperature)
+        model, tok = load_model(cfg.model)
+        model.load_state_dict(torch.load(cache / f"sft-{seed}.pt"))
+        trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=load_envs(cfg), out_dir=cache / "calibrate")
+        for sigma in (0.0, 0.3, 0.5, 2.0):
+            with parameter_noise(model, sigma, torch.Generator().manual_seed(0)):
+                print(
+                    f"T={temperature:g} σ={sigma:g}: pass@1 {trainer.evaluate()['eval/pass_at_1']:.3f}",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-2")
@@ -79,8 +104,14 @@ def main() -> None:
     ap.add_argument("--arms", default="plain,rewrite,guide,noise")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_exploration"))
     ap.add_argument("--cache", type=Path, default=Path("runs/bench_sft"), help="per-seed SFT weights")
+    ap.add_argument(
+        "--calibrate", type=int, default=None, help="only print the noise calibration of this seed"
+    )
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.calibrate is not None:
+        calibrate(args.calibrate, args.cache)
+        return
     names = args.arms.split(",")
     seeds = parse_seeds(args.seeds)
 
