@@ -153,3 +153,8 @@ def test_rl_metrics_report_each_detector(tmp_path: Path) -> None:
     step = next(r for r in rows if "penalty/hedged_answer" in r)
     assert 0.0 <= step["penalty/hedged_answer"] <= 1.0 and 0.0 <= step["penalty/copied_answer"] <= 1.0
     assert "penalty" in step
+
+
+def test_suite_refuses_penalty_and_mcp() -> None:
+    result = runner.invoke(app, ["eval", "--suite", "holistic", "--penalty", "hedged_answer"])
+    assert result.exit_code == 2 and "not to --suite" in result.output, result.output

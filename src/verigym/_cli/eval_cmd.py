@@ -299,6 +299,8 @@ def register(app: typer.Typer) -> None:
 
             if env is not None:
                 fail("give either ENV or --suite, not both")
+            if mcp or penalty:
+                fail("--mcp and --penalty apply to one environment, not to --suite")
             cfg, _ = _resolve({**flags, "env": suite}, config, resume)
             run_suite_command(suite, cfg, policy_kind=None, resume=resume)
             return
