@@ -173,7 +173,7 @@ def test_property_fast_sympy_reads_like_latex2sympy() -> None:
     """Subscripts, Greek letters and bare function arguments (``\\sin\\theta``) as the full parser."""
     rng = random.Random(5)
     decided = 0
-    for _ in range(250):
+    for _ in range(120):  # each full parse takes tens of ms: keep the test a few seconds
         s = _expr(rng)
         fast = fast_sympy(s)
         if fast is None:
@@ -181,7 +181,7 @@ def test_property_fast_sympy_reads_like_latex2sympy() -> None:
         decided += 1
         slow = latex2sympy(s, normalization_config=_NC)
         assert fast == slow or _numerically_equal(fast, slow), (s, fast, slow)
-    assert decided >= 150
+    assert decided >= 70
 
 
 def test_fast_sympy_names_and_bare_arguments() -> None:
