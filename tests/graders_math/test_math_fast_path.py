@@ -231,3 +231,6 @@ def test_verdict_cache_and_clear_caches() -> None:
     clear_caches()  # also empties the worker's parse caches; the verdict is recomputed alike
     assert check_equivalent("x^2 - 1", "(x-1)(x+1)") == first
     assert check_equivalent("x^2 - 1", "(x-1)(x+2)").accepted is False
+    long = "Some reasoning. " * 40
+    assert check_equivalent("5", long + "The answer is 5.").accepted  # keyed by a hash of the text
+    assert not check_equivalent("5", long + "The answer is 6.").accepted

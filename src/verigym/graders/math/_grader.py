@@ -30,6 +30,7 @@ verdict (``error`` set), never a rejection, and is not cached.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import threading
 from collections import OrderedDict
@@ -59,7 +60,7 @@ __all__ = [
 DEFAULT_TIMEOUT = 10.0
 SUITE_FIELDS = ("gold", "pred")  # verifier-bench: required keys of a math suite line
 _CACHE_SIZE = 65_536
-_CACHE: OrderedDict[tuple[str, str, str, str | None], tuple[bool, str, str | None]] = OrderedDict()
+_CACHE: OrderedDict[tuple[str | bytes, ...], tuple[bool, str, str | None]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -93,17 +94,17 @@ def check_equivalent(
     unknown mode.
     """
     parse_mode(mode)
-    key = (gold, pred, mode, question)
+    args = (gold, pred, mode, question)
+    key = tuple(_digest(a) for a in args)
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
-        if hit is not None:
             return MathVerdict(*hit)
-    hit = _fast(key)
+    hit = _fast(args)
     if hit is None:
         try:
-            hit = _full_check(key, timeout)
+            hit = _full_check(args, timeout)
         except Exception as exc:  # errors are verdicts with a reason, never cached
             return _errored(exc)
     with _CACHE_LOCK:
@@ -111,6 +112,13 @@ def check_equivalent(
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return MathVerdict(*hit)
+
+
+def _digest(s: str | None) -> str | bytes:
+    """Long texts (whole responses) are keyed by a 16-byte hash, so the cache stays small."""
+    if s is None or len(s) <= 256:
+        return s or ""
+    return hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
