@@ -54,7 +54,7 @@ _CMDS = (
     r"\\(?:frac|sqrt|pi|cdot|times|div|infty|" + "|".join(_FUNCS) + "|" + "|".join(_GREEK) + r")(?![a-zA-Z])"
 )
 _SUB = r"_(?:\{[a-z0-9]+\}|[a-z0-9])"
-_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|" + _SUB + r"|[a-zA-Z]|[+\-*/^!(){}\[\]]|\s+")
+_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|" + _SUB + r"|[a-zA-Z]|[+\-*/^!(){}\[\],]|\s+")
 _ENDS_TERM = (None, "+", "-", ")", "}", "\\cdot", "\\times")
 _LOCALS: dict[str, Any] = {
     "pi": sympy.pi, "E": sympy.E, "oo": sympy.oo, "sqrt": sympy.sqrt, "root": sympy.root,
@@ -87,6 +87,40 @@ class _Reader:
         sub = self.take()[1:]
         inner = sub[1:-1] if sub.startswith("{") else sub
         return self.named(f"{base}_{inner if len(inner) == 1 else '{' + inner + '}'}")
+
+    def call(self, name: str) -> str:
+        """``f(x)``, ``T(12)``, ``f(x_1, y)``: the full parser's function application, which it
+        applies only to plain arguments (``x(x+1)`` and ``f(-3/4)`` are products there)."""
+        j, args = self.i + 1, []
+        while j < len(self.toks):
+            t = self.toks[j]
+            if t.isdigit():
+                args.append(t)
+            elif len(t) == 1 and t.islower() and t not in "ei":
+                sub = self.toks[j + 1] if j + 1 < len(self.toks) else ""
+                if sub.startswith("_"):
+                    args.append(
+                        self.named(f"{t}_{sub[2:-1] if sub.startswith('_{') and len(sub) == 4 else sub[1:]}")
+                    )
+                    j += 1
+                else:
+                    args.append(t)
+            else:
+                raise _Unsupported
+            nxt = self.toks[j + 1] if j + 1 < len(self.toks) else None
+            j += 2
+            if nxt == ")":
+                break
+            if nxt != ",":
+                raise _Unsupported
+        else:
+            raise _Unsupported
+        if name in "eE":
+            raise _Unsupported  # "e(x)" is a product with Euler's number there
+        self.i = j
+        ident = f"_f{len(self.symbols)}"
+        self.symbols[ident] = sympy.Function(name)
+        return f"{ident}({', '.join(args)})"
 
     def bare_operand(self) -> str | None:
         """A function's argument without parentheses (``\\sin\\theta``, ``\\cos 2``), only when a
@@ -169,7 +203,7 @@ class _Reader:
             return t
         if t.isalpha():
             if self.peek() == "(":
-                raise _Unsupported  # "f(x)": maybe a function call
+                return self.call(t)
             if t in ("E", "e") and (self.peek() or "").startswith("_"):
                 raise _Unsupported
             if (self.peek() or "").startswith("_"):
