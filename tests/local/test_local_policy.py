@@ -300,3 +300,36 @@ async def test_continuous_batching_returns_the_same_samples(tiny_dir: Path) -> N
             c.completion_token_ids
             == policy.generate([PROMPTS[i % 6]], sampling, seeds=[i])[0].completion_token_ids
         )
+
+
+async def test_a_short_call_does_not_wait_for_a_long_running_pass(tiny_dir: Path) -> None:
+    """Issue 17: a 1-token call arriving during a long pass joins it (micro-batching mode, the default)
+    and returns while the long row is still generating, not after its last token."""
+    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", stop_token_ids=[])
+    ids = policy.encode(PROMPTS[0])
+    made: list[int] = []
+    long = policy.spec(ids, Sampling(max_tokens=300), 1)
+    long.on_token = made.append
+    running = asyncio.create_task(policy.submit([long]))
+    while len(made) < 4:
+        await asyncio.sleep(0.001)
+    short = await policy.submit([policy.spec(ids, Sampling(max_tokens=1), 2)])
+    at = len(made)
+    assert not running.done() and at < 300
+    assert len(short[0].token_ids) == 1 and policy.passes == 1  # it joined the running pass
+    assert len((await running)[0].token_ids) == 300
+    alone = policy.run([policy.spec(ids, Sampling(max_tokens=1), 2)])
+    assert short[0].token_ids == alone[0].token_ids
+
+
+async def test_calls_of_similar_length_still_form_the_next_micro_batch(tiny_dir: Path) -> None:
+    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", stop_token_ids=[])
+    ids = policy.encode(PROMPTS[0])
+    made: list[int] = []
+    first = policy.spec(ids, Sampling(max_tokens=40), 1)
+    first.on_token = made.append
+    running = asyncio.create_task(policy.submit([first]))
+    while len(made) < 2:
+        await asyncio.sleep(0.001)
+    second = await policy.submit([policy.spec(ids, Sampling(max_tokens=30), 2)])
+    assert running.done() and len(second[0].token_ids) == 30 and policy.passes == 2

@@ -161,14 +161,15 @@ def run_rows(
     fast: bool = True,
     admit: Callable[[int, int, int], list[RowSpec]] | None = None,
     deliver: Callable[[RowSpec, RowResult], None] | None = None,
+    headroom: float = 1.0,
 ) -> list[RowResult]:
     """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state.
 
     ``fast`` uses ``FastLlama`` where the model is a plain Llama (same numbers, less overhead).
     Continuous batching: on that path ``admit(length, live, room)`` is asked at every step for rows to join
     the running batch: prompts of at most ``length`` tokens (the cache length so far; they are left-padded
-    to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with room for joiners, so the
-    pass ends); ``deliver(spec, result)`` is called as soon as a row finishes. Results of admitted
+    to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with ``headroom`` × the longest
+    ``max_tokens`` extra for joiners, so the pass ends); ``deliver(spec, result)`` is called as soon as a row finishes. Results of admitted
     rows are delivered only (the returned list covers ``specs``).
     """
     import torch
@@ -196,7 +197,7 @@ def run_rows(
     step: Any
     if fast and supported(model):
         longest = max(s.max_tokens for s in specs)
-        step = FastLlama(model, len(prompts), width + longest * (2 if admit else 1))
+        step = FastLlama(model, len(prompts), width + longest + (int(longest * headroom) if admit else 0))
     else:
         step = _HFStep(model)
     logits = step(ids, positions, mask).float()

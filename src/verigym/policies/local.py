@@ -66,8 +66,9 @@ class LocalPolicy(AdapterMixin):
     ``continuous``: calls arriving during a pass join it at the next step (prompt no longer than the
     tokens decoded so far; lean path only) instead of waiting for the next pass. Off by default: measured
     slower than micro-batching on CPU (``benchmarks/serve_load.py``), since each joiner is prefilled to the
-    running cache length and the cache is copied at each join. Either way each call returns as soon as its
-    own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
+    running cache length and the cache is copied at each join. When off, only a call whose ``max_tokens``
+    is at most a quarter of the running pass's room joins it (a 1-token call does not wait for a 512-token
+    pass). Either way each call returns as soon as its own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
     """
 
     def __init__(
@@ -205,10 +206,11 @@ class LocalPolicy(AdapterMixin):
         *,
         admit: Callable[[int, int, int], list[RowSpec]] | None = None,
         deliver: Callable[[RowSpec, RowResult], None] | None = None,
+        headroom: float = 1.0,
     ) -> list[RowResult]:
         """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
         (None: the base model with adapters disabled; by default the model as it is). ``admit`` and
-        ``deliver``: continuous batching (see ``run_rows``)."""
+        ``deliver``, ``headroom``: continuous batching (see ``run_rows``)."""
         import torch
 
         out: list[RowResult] = []
@@ -228,6 +230,7 @@ class LocalPolicy(AdapterMixin):
                         fast=self.fast_path,
                         admit=admit,
                         deliver=deliver,
+                        headroom=headroom,
                     )
             finally:
                 self.model.train(was_training)
@@ -297,7 +300,7 @@ class LocalPolicy(AdapterMixin):
         request = Request(specs, loop.create_future())
         live = queue.live
         joined = False
-        if self.continuous and live is not None and live.adapter == adapter:
+        if live is not None and live.adapter == adapter:  # it joins if it fits (see ``Live.admit``)
             with live.lock:
                 if not live.closed:
                     live.inbox.append(request)
@@ -314,7 +317,7 @@ class LocalPolicy(AdapterMixin):
             await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
             items, queue.items = queue.items, []
             for adapter in dict.fromkeys(a for _, a in items):
-                live = queue.live = Live(adapter, loop)
+                live = queue.live = Live(adapter, loop, short_only=not self.continuous)
                 for request, a in items:
                     if a == adapter:
                         live.register(request)
@@ -328,8 +331,9 @@ class LocalPolicy(AdapterMixin):
                         self.run,
                         flat,
                         adapter,
-                        admit=admit if self.continuous else None,
+                        admit=admit,
                         deliver=live.deliver,
+                        headroom=1.0 if self.continuous else 0.25,
                     )
                 except Exception as exc:
                     err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
