@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 # rloo and reinforce++ are advantage estimators, run on the grpo preset's loss
-ADVANTAGE_ONLY = {"rloo": "rloo", "reinforce++": "reinforce++"}
+ADVANTAGE_ONLY = {"rloo": "rloo", "reinforce++": "reinforce_pp_baseline"}
 T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]  # df 1..10
 
 
