@@ -52,7 +52,9 @@ def write_report(
     rep.heading("Curves")
     if not rows:
         rep.paragraph("No RL steps were logged.")
-    for name, keys in _PANELS:
+    graders = sorted({k for r in rows for k in r if k.startswith("grader/")})
+    panels = [*_PANELS[:2], ("Graders (train batch means)", graders), *_PANELS[2:]]
+    for name, keys in panels:
         present = [k for k in keys if _series(rows, k)[1]]
         if not present:
             continue
