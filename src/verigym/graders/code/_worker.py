@@ -103,7 +103,7 @@ def _status(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig == 24:
-            return "went over its CPU time limit (SIGXCPU)"
+            return "timeout: went over its CPU time limit (SIGXCPU)"
         return f"was killed by signal {_SIGNALS.get(sig, sig)}"
     return f"exited with code {os.WEXITSTATUS(status)}"
 
@@ -142,7 +142,8 @@ def _timed_out(pid: int, timeout: float) -> bool:
 
 def _child_limits(cpu: int, fsize: int | None = None) -> None:
     os.setpgid(0, 0)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    # SIGXCPU at the soft limit names the cause; a candidate that ignores it is SIGKILLed a second later
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     if fsize is not None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     EVENTS.clear()
