@@ -34,6 +34,7 @@ def _run(args: tuple[int, str]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # 502 s measured on the shared 2-core machine
 def test_grpo_lifts_tool_use_on_two_seeds_and_shuffled_rewards_do_not(tmp_path: Path) -> None:
     with mp.get_context("spawn").Pool(len(SEEDS)) as pool:
         runs = pool.map(_run, [(s, str(tmp_path)) for s in SEEDS])
