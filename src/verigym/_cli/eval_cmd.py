@@ -24,6 +24,7 @@ from verigym._cli.common import console, eval_policy, fail, parse_kv
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
     from verigym.eval.config import EvalConfig
+    from verigym.policies.base import Policy
 
 __all__ = ["register"]
 
@@ -95,6 +96,20 @@ async def _check(policy: Any, config: EvalConfig) -> None:
         policy.model = config.model = models[0]
 
 
+def _env_policy(env: Environment, config: EvalConfig) -> Policy:
+    """``--policy oracle|null``: the environment's own policy (a self-check through the whole eval)."""
+    if config.base_url or config.model:
+        flag = "--base-url" if config.base_url else "--model"
+        fail(f"--policy {config.policy} runs the environment's own policy: drop {flag}")
+    try:
+        chosen = env.oracle_policy() if config.policy == "oracle" else env.null_policy()
+    except Exception as exc:  # e.g. an oracle that needs data the environment does not have
+        fail(f"environment {config.env!r}: its {config.policy} policy failed: {type(exc).__name__}: {exc}")
+    if chosen is None:
+        fail(f"environment {config.env!r} has no {config.policy} policy (see `verigym check-env`)")
+    return chosen
+
+
 def _run(config: EvalConfig, out: Path, resume: bool) -> None:
     from rich.markup import escape
     from rich.progress import (
@@ -125,7 +140,11 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         fail(f"environment {config.env!r}: cannot load tasks: {exc}")
     if not tasks:
         fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
-    policy, description, remote = eval_policy(config)
+    if config.policy is not None:
+        policy, remote = _env_policy(env, config), False
+        description = f"{policy.name} (the environment's {config.policy} policy, no model)"
+    else:
+        policy, description, remote = eval_policy(config)
     if not remote:
         console.print(f"[yellow]{escape(description)}[/]")
     progress = Progress(
@@ -229,6 +248,13 @@ def register(app: typer.Typer) -> None:
         api_key_env: str | None = typer.Option(
             None, "--api-key-env", help="Name of the environment variable that holds the API key."
         ),
+        policy: str | None = typer.Option(
+            None,
+            "--policy",
+            help="oracle or null: the environment's own policy instead of a model (no --model/"
+            "--base-url), through the same results, summary and report (e.g. HumanEval's canonical "
+            "solutions: `verigym eval humaneval --policy oracle -n 164`).",
+        ),
         num_tasks: int | None = typer.Option(None, "-n", "--num-tasks", help="Number of tasks (default 50)."),
         samples_per_task: int | None = typer.Option(
             None,
@@ -285,6 +311,7 @@ def register(app: typer.Typer) -> None:
             "model": model,
             "base_url": base_url or None,
             "api_key_env": api_key_env,
+            "policy": policy,
             "num_tasks": num_tasks,
             "samples_per_task": samples_per_task,
             "concurrency": concurrency,
@@ -302,7 +329,7 @@ def register(app: typer.Typer) -> None:
             if mcp or penalty:
                 fail("--mcp and --penalty apply to one environment, not to --suite")
             cfg, _ = _resolve({**flags, "env": suite}, config, resume)
-            run_suite_command(suite, cfg, policy_kind=None, resume=resume)
+            run_suite_command(suite, cfg, policy_kind=cfg.policy, resume=resume)
             return
         cfg, _ = _resolve(flags, config, resume)
         cfg = extend_config(cfg, mcp, penalty)

@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 # Fields that must match when a run is resumed: changing them would mix different experiments.
-IDENTITY_FIELDS = ("env", "env_args", "model", "temperature", "top_p", "max_tokens", "seed", "split")
+IDENTITY_FIELDS = (
+    "env", "env_args", "model", "policy", "temperature", "top_p", "max_tokens", "seed", "split"
+)  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -51,6 +53,7 @@ class EvalConfig(BaseModel):
     env: str
     env_args: dict[str, Any] = Field(default_factory=dict)
     model: str | None = None
+    policy: str | None = None  # "oracle" / "null": the environment's own policy instead of a model
     base_url: list[str] = Field(default_factory=list)
     api_key_env: str | None = None
     num_tasks: int = Field(50, ge=1)
@@ -67,6 +70,13 @@ class EvalConfig(BaseModel):
     success_threshold: float = 1.0
     rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]]
     tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]]
+
+    @field_validator("policy")
+    @classmethod
+    def _env_policy(cls, value: str | None) -> str | None:
+        if value is not None and value not in ("oracle", "null"):
+            raise ValueError(f"{value!r} is not a policy (expected oracle or null)")
+        return value
 
     @field_validator("base_url", mode="before")
     @classmethod
