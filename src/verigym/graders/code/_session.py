@@ -119,7 +119,7 @@ class WorkerSession:
         self.starts = 0
         self.in_case = False
         self.loaded = False
-        self.seq = 0
+        self.seq = self.case_seq = 0
         self.zygote = os.geteuid() == 0 and not sandbox.unsafe and warm
 
     def max_reply(self) -> int:
@@ -289,8 +289,10 @@ class WorkerSession:
             if self.load_error is not None:
                 return CaseReply(ok=False, reason=self.load_error)
         wall = self.limits.wall_limit()
-        self.in_case = payload.get("op") == "call"
         self.seq += 1
+        if not self.in_case:
+            self.case_seq = self.seq  # the first call of a case: its child is forked for it
+        self.in_case = payload.get("op") == "call"
         reply = self._exchange({**payload, "timeout": wall, "seq": self.seq}, wall + _GRACE_S)
         if reply.data.get("seq", self.seq) != self.seq:
             self.close()
@@ -310,12 +312,21 @@ class WorkerSession:
         except OSError:
             self.close()
             return CaseReply(ok=False, reason="the candidate's process died before the case started")
+        deadline = time.monotonic() + wait_s
         try:
             frame = read_frame(
-                self.proc.stdout.fileno(),
-                deadline=time.monotonic() + wait_s,
-                max_bytes=self.max_reply() + 65536,
+                self.proc.stdout.fileno(), deadline=deadline, max_bytes=self.max_reply() + 65536
             )
+            while (
+                isinstance(frame, dict)
+                and isinstance(frame.get("case"), int)
+                and frame["case"] < self.case_seq
+            ):
+                # the worker's verdict on an earlier case that ended (e.g. its wall clock ran out
+                # while the tests ran between calls) after the grader had moved on: not this call's
+                frame = read_frame(
+                    self.proc.stdout.fileno(), deadline=deadline, max_bytes=self.max_reply() + 65536
+                )
         except TimeoutError:
             self.close()
             return CaseReply(ok=False, reason=f"timeout: no answer within {wait_s:g}s")

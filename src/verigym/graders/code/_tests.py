@@ -10,8 +10,10 @@ Two shapes:
   call, the remaining cases fail.
 - **``def check(candidate)``** (HumanEval): the module runs verbatim (helpers, constants,
   ``METADATA``; a top-level ``check(...)`` call is the harness's and is skipped), then
-  ``check(proxy)`` is called once. When the body of ``check`` is only asserts, each is a case;
-  otherwise (loops, helpers, locals) the call is one case, passed when it returns.
+  ``check(proxy)`` is called once. When the body of ``check`` is only asserts, each is reported
+  as a case, but they share one candidate process as in the official harness (the candidate's
+  module state carries over, and the per-case time limit covers the whole check); otherwise
+  (loops, helpers, locals) the call is one case, passed when it returns.
 
 Where the boundary could change what the tests mean, it does not:
 
@@ -34,7 +36,8 @@ import copy
 import marshal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import CodeType
+from typing import Any, TypeVar
 
 from verigym.graders.code._codec import CodecError, decode, encode
 
@@ -43,6 +46,7 @@ __all__ = ["CandidateFailure", "CandidateStopIteration", "CaseResult", "TaskTest
 FILENAME = "<hidden tests>"
 _FLUSH = "__verigym_flush__"
 _CONTROL = ("StopIteration", "StopAsyncIteration")
+_Node = TypeVar("_Node", bound=ast.AST)
 
 
 @dataclass
@@ -143,27 +147,56 @@ def _copy_into(arg: Any, new: Any) -> None:
         arg.update(new)
 
 
-class _Flusher(ast.NodeTransformer):
-    """Insert ``__verigym_flush__()`` after every statement of every block."""
+def _flush_after(stmt: ast.stmt) -> ast.Expr:
+    where = {"lineno": stmt.lineno, "col_offset": stmt.col_offset}
+    where |= {"end_lineno": stmt.end_lineno or stmt.lineno, "end_col_offset": stmt.end_col_offset or 0}
+    return ast.Expr(ast.Call(ast.Name(_FLUSH, ast.Load(), **where), [], [], **where), **where)
 
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
-        for name, value in ast.iter_fields(node):
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                out: list[ast.stmt] = []
-                for stmt in value:
-                    out.append(stmt)
-                    if not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
-                        call = ast.Call(ast.Name(_FLUSH, ast.Load()), [], [])
-                        out.append(ast.copy_location(ast.Expr(call), stmt))
-                setattr(node, name, out)
+
+def _with_flushes(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """``stmts`` with ``__verigym_flush__()`` after every statement of every block. The tree given
+    is not changed: compound statements are shallow copies with new statement lists (a deep copy of
+    the tests' tree cost more than running them)."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        out.append(_blocks_flushed(stmt))
+        if not (isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"):
+            out.append(_flush_after(stmt))
+    return out
+
+
+def _blocks_flushed(node: _Node) -> _Node:
+    changed: dict[str, list[Any]] = {}
+    for name, value in ast.iter_fields(node):
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            changed[name] = _with_flushes(value)
+        elif isinstance(value, list) and value and isinstance(value[0], ast.excepthandler | ast.match_case):
+            changed[name] = [_blocks_flushed(v) for v in value]
+    if not changed:
         return node
+    new = copy.copy(node)
+    for name, value in changed.items():
+        setattr(new, name, value)
+    return new
 
 
-def _compile(stmts: list[ast.stmt]) -> Any:
-    module = _Flusher().visit(ast.Module(body=copy.deepcopy(stmts), type_ignores=[]))
-    ast.fix_missing_locations(module)
-    return compile(module, FILENAME, "exec", dont_inherit=True, optimize=0)
+# compiled tests by (source, statement spans): the k samples of a task share their tests' code
+_CODE: dict[tuple[str, tuple[tuple[int, int, int, int], ...]], CodeType] = {}
+_CODE_MAX = 4096
+
+
+def _compile(stmts: list[ast.stmt], source: str) -> CodeType:
+    """``stmts`` (parsed from ``source``) with flushes, compiled; cached by their place in ``source``."""
+    spans = tuple((s.lineno, s.col_offset, s.end_lineno or 0, s.end_col_offset or 0) for s in stmts)
+    key = (source, spans)
+    code = _CODE.get(key)
+    if code is None:
+        module = ast.Module(body=_with_flushes(stmts), type_ignores=[])
+        code = compile(module, FILENAME, "exec", dont_inherit=True, optimize=0)
+        if len(_CODE) >= _CODE_MAX:
+            _CODE.clear()
+        _CODE[key] = code
+    return code
 
 
 def _imports_entry(stmt: ast.stmt, entries: list[str]) -> bool:
@@ -225,18 +258,18 @@ def evaluate_asserts(
     proxies = {e: _Proxy(e, call, state) for e in entries}
     if pre is not None:
         try:
-            exec(_compile(pre.body), ns)
+            exec(_compile(pre.body, prelude), ns)
         except Exception as exc:
             raise TaskTestsError(f"the tests' prelude raised {type(exc).__name__}: {exc}") from None
     ns.update(proxies)
     if any(isinstance(s, ast.Assert) for s in body):
-        return _top_level(body, ns, state, lines, stop_on_fail, end_case)
+        return _top_level(body, ns, state, tests, stop_on_fail, end_case)
     checks = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == "check" and s.args.args]
     if not checks:
         raise TaskTestsError("the tests contain no assert statements (top-level or in def check(candidate))")
     setup = [s for s in body if not _calls_check(s)]
     try:
-        exec(_compile(setup), ns)
+        exec(_compile(setup, tests), ns)
     except Exception as exc:
         raise TaskTestsError(f"the tests' setup code raised {type(exc).__name__}: {exc}") from None
     finally:
@@ -249,8 +282,13 @@ def evaluate_asserts(
         s for s in checks[-1].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
     ]
     if simple and all(isinstance(s, ast.Assert) for s in simple):
+        # each assert of check is a case, but check(candidate) is one call in the official harness:
+        # the candidate's state carries over between its asserts (one forked child, not one each)
         ns[checks[-1].args.args[0].arg] = proxy
-        return _top_level(simple, ns, state, lines, stop_on_fail, end_case)
+        try:
+            return _top_level(simple, ns, state, tests, stop_on_fail, lambda: None)
+        finally:
+            end_case()
     label = f"check({entries[0]})"
     try:
         check(proxy)
@@ -268,7 +306,7 @@ def _top_level(
     body: list[ast.stmt],
     ns: dict[str, Any],
     state: _State,
-    lines: list[str],
+    source: str,
     stop_on_fail: bool,
     end_case: Callable[[], None],
 ) -> list[CaseResult]:
@@ -283,7 +321,7 @@ def _top_level(
                 results.append(CaseResult(label, False, why))
             continue
         try:
-            exec(_compile([stmt]), ns)
+            exec(_compile([stmt], source), ns)
             if is_case:
                 results.append(CaseResult(label, True))
         except TaskTestsError:

@@ -7,7 +7,9 @@ sandbox, so anything the candidate does to its process (patching it, writing fak
 killing it) can only change the data it claims, never the comparison.
 
 **Cases.** Each case runs in a child forked from the loaded candidate, in its own process group
-with a CPU-time limit (``RLIMIT_CPU``; the grader bounds wall time). For function problems the
+with a CPU-time limit (``RLIMIT_CPU``) and a wall-clock limit that the worker enforces (so a
+spinning or sleeping case is killed without losing the warm sandbox; the grader's own deadline
+is a backstop). For function problems the
 child answers every call of its case itself on the protocol descriptors (module state persists
 between the calls of one case, as in plain Python, and is fresh for the next case) and exits on
 "end"; when it dies instead, the worker reports why. The candidate's module is registered as
@@ -210,9 +212,11 @@ def _serve_case(fns: dict[str, Any], first: bytes, proto: tuple[int, int]) -> No
         raw = read_raw(proto[0])
 
 
-def _case(fns: dict[str, Any], first: bytes, cpu: int, proto: tuple[int, int]) -> bool:
-    """Run one case in a forked child that reads and answers its calls itself, and wait for it
-    (the grader bounds the wall time). False when the child read "bye" (the session is over)."""
+def _case(fns: dict[str, Any], first: bytes, cpu: int, wall: float, proto: tuple[int, int]) -> bool:
+    """Run one case in a forked child that reads and answers its calls itself, and wait for it up
+    to ``wall`` seconds (then it is killed: the zygote survives a spinning case). False when the
+    child read "bye" (the session is over). A failure frame names the seq of the case's first call,
+    so the grader can drop one that arrives after it ended the case."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -220,19 +224,26 @@ def _case(fns: dict[str, Any], first: bytes, cpu: int, proto: tuple[int, int]) -
             _serve_case(fns, first, proto)
         finally:
             os._exit(0)
-    try:
-        status = os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        status = 0
+    timed_out = wall > 0 and _timed_out(pid, wall)
+    status = _reap(pid) if timed_out else _wait(pid)
     try:  # noqa: SIM105 (what the case left in its process group, e.g. a Pool's workers)
         os.kill(-pid, 9)
     except OSError:
         pass
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _BYE:
         return False
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        write_frame(proto[1], {"ok": False, "error": f"no result: the call {_status(status)}"})
+    if timed_out or not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        why = f"timeout: went over its wall-clock limit of {wall:g}s" if timed_out else _status(status)
+        msg = marshal.loads(first)
+        write_frame(proto[1], {"ok": False, "error": f"no result: the call {why}", "case": msg.get("seq")})
     return True
+
+
+def _wait(pid: int) -> int:
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
 
 
 def _run_io(
@@ -375,7 +386,7 @@ def _clean(uid: int) -> None:
 
 def _session(proto: tuple[int, int], job: dict[str, Any]) -> None:
     """Load one candidate and serve its cases until the grader says ``bye`` or closes."""
-    cpu, limit = int(job["case_cpu"]), int(job["max_output"])
+    cpu, wall, limit = int(job["case_cpu"]), float(job.get("case_wall") or 0), int(job["max_output"])
     sys.addaudithook(_audit)
     try:
         code, fns = _load(job)
@@ -396,7 +407,7 @@ def _session(proto: tuple[int, int], job: dict[str, Any]) -> None:
             return
         n += 1
         if msg["op"] == "call":
-            if not _case(fns, raw, cpu, proto):
+            if not _case(fns, raw, cpu, wall, proto):
                 return
         elif msg["op"] == "io":
             write_frame(proto[1], _run_io(code, msg, cpu, limit, proto, n))
