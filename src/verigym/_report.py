@@ -1,6 +1,8 @@
 """Self-contained HTML reports: matplotlib figures embedded as base64 PNGs, tables, sections.
 
-Used by eval, train, select and quality reports so they all look the same.
+Used by eval, train, select and quality reports so they all look the same. matplotlib is imported
+by ``figure()``, not here: a report without figures (the eval report draws inline SVG) should not pay
+its second of import time.
 """
 
 from __future__ import annotations
@@ -10,18 +12,21 @@ import html
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["HtmlReport", "figure"]
 
 
 def figure(width: float = 6.0, height: float = 3.5) -> Figure:
     """A new matplotlib figure that needs no display (no pyplot state)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), dpi=100, layout="tight")
 
 
@@ -29,7 +34,7 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
 th{background:#f4f4f4}pre{background:#f7f7f7;padding:8px;white-space:pre-wrap;max-height:30em;overflow:auto}
-details{margin:.5em 0}.ok{color:#070}.bad{color:#a00}.err{color:#b60}img{max-width:100%}
+details{margin:.5em 0}.ok{color:#070}.bad{color:#a00}.err{color:#b60}img,svg{max-width:100%}svg{display:block;margin:1em 0}
 """
 
 

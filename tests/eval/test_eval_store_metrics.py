@@ -111,10 +111,11 @@ def test_prepare_resume_keeps_finished_and_drops_errored(tmp_path: Path) -> None
         w.write(rec("a", 1, None, error="server"))
         w.write(rec("b", 0, None, error="server"))
         w.write(rec("b", 0, 0.0))  # a later line wins
-    kept, skip = prepare_resume(path)
-    assert skip == {("a", 0), ("b", 0)} and len(kept) == 2
+    skip = prepare_resume(path)
+    assert skip == {("a", 0), ("b", 0)}
     assert [(r.task_id, r.sample_index) for r in load_records(path)] == [("a", 0), ("b", 0)]
-    assert prepare_resume(tmp_path / "missing.jsonl") == ([], set())
+    assert [r.score.reward for r in load_records(path)] == [1.0, 0.0]  # b's later line won
+    assert prepare_resume(tmp_path / "missing.jsonl") == set()
 
 
 def test_resume_with_group_graders_redoes_whole_groups(tmp_path: Path) -> None:
@@ -125,8 +126,7 @@ def test_resume_with_group_graders_redoes_whole_groups(tmp_path: Path) -> None:
         w.write(rec("b", 0, 1.0))
         w.write(rec("b", 1, None, error="server"))
         w.write(rec("b", 2, 1.0))
-    kept, skip = prepare_resume(path, whole_groups_of=3)
-    assert len(kept) == 3
+    skip = prepare_resume(path, whole_groups_of=3)
     assert skip == {("a", 0), ("a", 1), ("a", 2)}
     assert {r.task_id for r in load_records(path)} == {"a"}
 
@@ -147,3 +147,48 @@ def test_config_precedence_flags_over_toml_over_defaults(tmp_path: Path) -> None
         ["http://a/v1"],
     )
     assert config.env_args == {"level": 3, "ops": "+"} and config.samples_per_task == 1
+
+
+def test_aggregate_is_the_same_whatever_the_arrival_order() -> None:
+    import random
+
+    from verigym.eval.metrics import Aggregate
+    from verigym.eval.report import Examples
+
+    rng = random.Random(0)
+    records = [
+        rec(f"t{t}", i, None, error="timeout") if rng.random() < 0.1 else rec(f"t{t}", i, rng.random() / 3)
+        for t in range(40)
+        for i in range(3)
+    ]
+    placed = [(r, t * 3 + r.sample_index, t) for t in range(40) for r in records[t * 3 : t * 3 + 3]]
+    results = []
+    for shuffle in (False, True):
+        if shuffle:
+            rng.shuffle(placed)
+        agg = Aggregate(samples_per_task=3, success_threshold=0.2, seed=1)
+        ex = Examples(limit=12)
+        for r, order, task in placed:
+            agg.add(r, order, task)
+            ex.add(r, order)
+        results.append((agg.summary(1.0), [(r.task_id, r.sample_index) for r in ex.chosen()]))
+    assert results[0] == results[1]  # exactly: sums and the bootstrap run in task then sample order
+    summary, chosen = results[0]
+    assert summary == summarize(records, samples_per_task=3, success_threshold=0.2, wall_s=1.0, seed=1)
+    assert len(chosen) == 12 and len(set(chosen)) == 12
+    errored = [(r.task_id, r.sample_index) for r in records if r.error is not None]
+    assert errored[:4] == [c for c in chosen if c in errored][:4]  # the first errored ones are shown
+    lowest = min((r for r in records if r.error is None), key=lambda r: r.score.reward or 0.0)
+    assert (lowest.task_id, lowest.sample_index) in chosen
+
+
+def test_iter_latest_streams_the_last_line_of_each_key(tmp_path: Path) -> None:
+    from verigym.eval.store import iter_latest
+
+    path = tmp_path / "r.jsonl"
+    with ResultsWriter(path) as w:
+        w.write(rec("a", 0, 0.0))
+        w.write(rec("b", 0, 1.0))
+        w.write(rec("a", 0, 1.0))
+    assert [(r.task_id, r.score.reward) for r in iter_latest(path)] == [("b", 1.0), ("a", 1.0)]
+    assert list(iter_latest(tmp_path / "missing.jsonl")) == []

@@ -7,12 +7,18 @@
   cluster bootstrap that resamples whole tasks, since samples of one task are correlated.
 - ``summarize``: the dict written to ``summary.json``. Errored samples are counted by kind and
   kept out of every reward statistic.
+- ``Aggregate``: the same summary gathered one record at a time (what ``verigym eval`` uses), so a
+  run never holds its records: per record it keeps a few numbers in flat arrays (order key, task,
+  reward, penalty, grader scores). Values are put in order-key order before they are summed, so
+  the summary does not depend on the order in which records arrive (a resumed run summarises
+  exactly like an uninterrupted one).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from array import array
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +26,7 @@ import numpy as np
 
 from verigym.types import Record
 
-__all__ = ["bootstrap_ci", "pass_at_k", "summarize"]
+__all__ = ["Aggregate", "bootstrap_ci", "pass_at_k", "summarize"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -30,6 +36,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+_DRAWS_PER_CHUNK = 1 << 17
 
 
 def bootstrap_ci(
@@ -50,14 +59,22 @@ def bootstrap_ci(
     rng = np.random.default_rng(seed)
     x = np.asarray(values, dtype=float)
     if groups is None:
-        means = x[rng.integers(0, len(x), size=(n_resamples, len(x)))].mean(axis=1)
+        sums, counts = x, np.ones(len(x))
     else:
         labels = {g: i for i, g in enumerate(dict.fromkeys(groups))}
-        idx = np.fromiter((labels[g] for g in groups), dtype=int, count=len(groups))
+        idx = np.fromiter((labels[g] for g in groups), dtype=np.int64, count=len(groups))
         sums = np.bincount(idx, weights=x, minlength=len(labels))
         counts = np.bincount(idx, minlength=len(labels)).astype(float)
-        draw = rng.integers(0, len(labels), size=(n_resamples, len(labels)))
-        means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    size = len(sums)
+    rows = max(1, _DRAWS_PER_CHUNK // size)  # resamples drawn at once: memory stays bounded
+    same = bool((counts == counts[0]).all())  # every group the same size: the divisor is fixed
+    means = np.empty(n_resamples)
+    for first in range(0, n_resamples, rows):
+        draw = rng.integers(0, size, size=(min(rows, n_resamples - first), size), dtype=np.int32)
+        total = np.take(sums, draw).sum(axis=1)
+        means[first : first + len(draw)] = total / (
+            counts[0] * size if same else np.take(counts, draw).sum(axis=1)
+        )
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
@@ -78,6 +95,149 @@ def _empty_answer(record: Record) -> bool:
     return not last.text.strip() and not last.tool_calls and last.finish_reason in ("stop", "length")
 
 
+class Aggregate:
+    """A summary built record by record; ``summary()`` gives what ``summarize`` gives.
+
+    ``add(record, order, task)``: ``order`` is the record's unique place in the run (task position
+    times samples per task plus sample index, say) and ``task`` its task's position. Statistics are
+    computed in ``order`` order, groups in order of their first scored sample.
+    """
+
+    def __init__(
+        self, *, samples_per_task: int | None = None, success_threshold: float = 1.0, seed: int = 0
+    ) -> None:
+        self.samples_per_task = samples_per_task
+        self.success_threshold = success_threshold
+        self.seed = seed
+        self.n_samples = 0
+        self.per_task: Counter[int] = Counter()  # samples of each task, whatever their outcome
+        self.errors: Counter[str] = Counter()
+        self.error_examples: dict[str, tuple[int, str]] = {}  # kind -> (order, message) of its first record
+        self.stop_reasons: Counter[str] = Counter()
+        self.tokens = [0, 0, 0]  # prompt, completion, total (every record)
+        self.penalties: dict[str, list[int]] = {}  # detector -> [judged, fired, errors]
+        # scored records, in arrival order
+        self._order = array("q")
+        self._task = array("q")
+        self._reward = array("d")
+        self._penalty = array("d")
+        self._graders: dict[str, tuple[array[int], array[float]]] = {}
+        self._completion = [0, 0]  # sum, max
+        self._truncated = 0
+        self._empty = 0
+
+    def add(self, record: Record, order: int, task: int) -> None:
+        self.n_samples += 1
+        self.per_task[task] += 1
+        usage = record.usage
+        self.tokens[0] += usage.prompt_tokens
+        self.tokens[1] += usage.completion_tokens
+        self.tokens[2] += usage.total_tokens
+        stop = record.trajectory.stop_reason
+        self.stop_reasons[stop] += 1
+        score = record.score
+        for name, grade in score.grades.items():
+            if name.startswith("penalty:"):  # each cheating detector: how often it fired
+                seen = self.penalties.setdefault(name.removeprefix("penalty:"), [0, 0, 0])
+                seen[0 if grade.ok else 2] += 1
+                seen[1] += int(grade.ok and grade.score > 0.5)
+        error = record.error
+        if error is not None or score.reward is None:
+            kind = error.kind if error is not None else "grader"
+            self.errors[kind] += 1
+            if error is not None and order < self.error_examples.get(kind, (order + 1, ""))[0]:
+                self.error_examples[kind] = (order, error.message)
+            return
+        self._order.append(order)
+        self._task.append(task)
+        self._reward.append(float(score.reward))
+        self._penalty.append(score.penalty)
+        for name, grade in score.grades.items():
+            if grade.ok:
+                column = self._graders.get(name)
+                if column is None:
+                    column = self._graders[name] = (array("q"), array("d"))
+                column[0].append(order)
+                column[1].append(grade.score)
+        tokens = usage.completion_tokens
+        self._completion[0] += tokens
+        self._completion[1] = max(self._completion[1], tokens)
+        self._truncated += stop == "length"
+        self._empty += _empty_answer(record)
+
+    def rewards(self) -> list[float]:
+        """The rewards of the scored records (arrival order)."""
+        return self._reward.tolist()
+
+    def summary(self, wall_s: float | None = None) -> dict[str, Any]:
+        """The summary dict (see ``summarize``)."""
+        ok = len(self._reward)
+        idx = np.argsort(np.asarray(self._order, dtype=np.int64), kind="stable")
+        rewards = np.asarray(self._reward, dtype=float)[idx]
+        tasks = np.asarray(self._task, dtype=np.int64)[idx]
+        reward_list = rewards.tolist()
+        lo, hi = bootstrap_ci(reward_list, groups=tasks.tolist(), seed=self.seed)
+        k_max = self.samples_per_task or max(self.per_task.values(), default=0)
+        return {
+            "n_tasks": len(self.per_task),
+            "n_samples": self.n_samples,
+            "n_scored": ok,
+            "n_errors": self.n_samples - ok,
+            "empty_answers": self._empty,
+            "errors_by_kind": dict(sorted(self.errors.items())),
+            "reward_mean": _mean(reward_list),
+            "reward_ci95": [lo, hi] if ok else None,
+            "success_threshold": self.success_threshold,
+            "pass_at_k": _pass_table(rewards >= self.success_threshold, tasks, k_max),
+            "grader_means": {
+                name: _mean(_in_order(orders, scores))
+                for name, (orders, scores) in sorted(self._graders.items())
+            },
+            "penalties": {
+                name: {"judged": j, "fired": f, "errors": e, "rate": f / j if j else None}
+                for name, (j, f, e) in sorted(self.penalties.items())
+            },
+            "penalty_mean": _mean(np.asarray(self._penalty, dtype=float)[idx].tolist()),
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
+            "completion_tokens_mean": self._completion[0] / ok if ok else None,
+            "completion_tokens_max": self._completion[1] if ok else None,
+            "truncation_rate": self._truncated / ok if ok else None,
+            "prompt_tokens": self.tokens[0],
+            "completion_tokens": self.tokens[1],
+            "total_tokens": self.tokens[2],
+            "wall_s": wall_s,
+        }
+
+
+def _in_order(orders: array[int], values: array[float]) -> list[float]:
+    idx = np.argsort(np.asarray(orders, dtype=np.int64), kind="stable")
+    return np.asarray(values, dtype=float)[idx].tolist()  # type: ignore[no-any-return]
+
+
+def _pass_table(correct: np.ndarray, tasks: np.ndarray, k_max: int) -> dict[str, float | None]:
+    """Unbiased pass@k for k = 1..k_max, averaged over the tasks with at least k scored samples
+    (tasks in order of their first scored sample; ``correct`` and ``tasks`` per scored sample)."""
+    if len(tasks):
+        _, first, inverse = np.unique(tasks, return_index=True, return_inverse=True)
+        n = np.bincount(inverse)
+        c = np.bincount(inverse, weights=correct).astype(int)
+        by_first = np.argsort(first, kind="stable")
+        per_task = list(zip(n[by_first].tolist(), c[by_first].tolist(), strict=True))
+    else:
+        per_task = []
+    seen: dict[tuple[int, int, int], float] = {}
+    table: dict[str, float | None] = {}
+    for k in range(1, k_max + 1):
+        vals = []
+        for n_t, c_t in per_task:
+            if n_t >= k:
+                if (n_t, c_t, k) not in seen:
+                    seen[n_t, c_t, k] = pass_at_k(n_t, c_t, k)
+                vals.append(seen[n_t, c_t, k])
+        table[str(k)] = _mean(vals)
+    return table
+
+
 def summarize(
     records: Sequence[Record],
     *,
@@ -93,61 +253,8 @@ def summarize(
     k = 1..K (K = ``samples_per_task``, default the most samples of any task) is averaged over the
     tasks with at least k scored samples; errored samples are left out of n.
     """
-    ok = [r for r in records if r.error is None and r.score.reward is not None]
-    errors = Counter(
-        r.error.kind if r.error else "grader"
-        for r in records
-        if r.error is not None or r.score.reward is None
-    )
-    rewards = [float(r.score.reward) for r in ok if r.score.reward is not None]
-    lo, hi = bootstrap_ci(rewards, groups=[r.task_id for r in ok], seed=seed)
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for r in ok:
-        per_task[r.task_id].append(r.score.reward is not None and r.score.reward >= success_threshold)
-    k_max = samples_per_task or max((Counter(r.task_id for r in records).values()), default=0)
-    pass_k: dict[str, float | None] = {}
-    for k in range(1, k_max + 1):
-        vals = [pass_at_k(len(v), sum(v), k) for v in per_task.values() if len(v) >= k]
-        pass_k[str(k)] = _mean(vals)
-    graders: dict[str, list[float]] = defaultdict(list)
-    for r in ok:
-        for name, grade in r.score.grades.items():
-            if grade.ok:
-                graders[name].append(grade.score)
-    penalties: dict[str, dict[str, Any]] = {}
-    for r in records:  # each cheating detector: how often it fired among the samples it judged
-        for name, grade in r.score.grades.items():
-            if name.startswith("penalty:"):
-                seen = penalties.setdefault(
-                    name.removeprefix("penalty:"), {"judged": 0, "fired": 0, "errors": 0}
-                )
-                seen["judged" if grade.ok else "errors"] += 1
-                seen["fired"] += int(grade.ok and grade.score > 0.5)
-    for seen in penalties.values():
-        seen["rate"] = seen["fired"] / seen["judged"] if seen["judged"] else None
-    completion = [r.usage.completion_tokens for r in ok]
-    truncated = [r for r in ok if r.trajectory.stop_reason == "length"]
-    empty = sum(_empty_answer(r) for r in ok)
-    return {
-        "n_tasks": len({r.task_id for r in records}),
-        "n_samples": len(records),
-        "n_scored": len(ok),
-        "n_errors": len(records) - len(ok),
-        "empty_answers": empty,
-        "errors_by_kind": dict(sorted(errors.items())),
-        "reward_mean": _mean(rewards),
-        "reward_ci95": [lo, hi] if rewards else None,
-        "success_threshold": success_threshold,
-        "pass_at_k": pass_k,
-        "grader_means": {name: _mean(v) for name, v in sorted(graders.items())},
-        "penalties": dict(sorted(penalties.items())),
-        "penalty_mean": _mean([r.score.penalty for r in ok]),
-        "stop_reasons": dict(sorted(Counter(r.trajectory.stop_reason for r in records).items())),
-        "completion_tokens_mean": _mean([float(c) for c in completion]),
-        "completion_tokens_max": max(completion) if completion else None,
-        "truncation_rate": len(truncated) / len(ok) if ok else None,
-        "prompt_tokens": sum(r.usage.prompt_tokens for r in records),
-        "completion_tokens": sum(r.usage.completion_tokens for r in records),
-        "total_tokens": sum(r.usage.total_tokens for r in records),
-        "wall_s": wall_s,
-    }
+    aggregate = Aggregate(samples_per_task=samples_per_task, success_threshold=success_threshold, seed=seed)
+    tasks: dict[str, int] = {}
+    for order, record in enumerate(records):
+        aggregate.add(record, order, tasks.setdefault(record.task_id, len(tasks)))
+    return aggregate.summary(wall_s)

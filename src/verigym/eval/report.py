@@ -1,19 +1,26 @@
 """``report.html`` of an eval: summary table, reward histogram, per-grader bars, errors, and a
 browsable sample of trajectories with their grades. One self-contained file (``HtmlReport``).
+
+``Examples`` picks the trajectories to show while records stream by, in bounded memory: the report
+never needs the run's records, only the summary, the rewards and those few examples.
 """
 
 from __future__ import annotations
 
+import heapq
 import html
-import random
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verigym._report import HtmlReport, figure
+import numpy as np
+
+from verigym._report import HtmlReport
+from verigym.eval._svg import hbars_svg, histogram_svg
 from verigym.types import Record
 
-__all__ = ["pick_examples", "render_trajectory", "write_report"]
+__all__ = ["Examples", "pick_examples", "render_trajectory", "write_report"]
 
 
 def render_trajectory(record: Record) -> str:
@@ -34,19 +41,65 @@ def render_trajectory(record: Record) -> str:
     return "\n".join(lines)
 
 
+class Examples:
+    """Up to ``limit`` records for the report, chosen as records stream by: the first errored ones,
+    the lowest and the highest rewards (a third of ``limit`` each), then others picked by a hash of
+    ``(seed, task_id, sample_index)``. ``add(record, order)`` takes the record's place in the run;
+    the choice depends on places, rewards and the hash only, not on arrival order."""
+
+    def __init__(self, limit: int = 60, seed: int = 0) -> None:
+        self.limit = limit
+        self.third = max(1, limit // 3)
+        self.seed = seed
+        # bounded heaps whose root is the entry to drop next; the order (unique) breaks every tie
+        self._errored: list[tuple[int, Record]] = []  # (-order)
+        self._low: list[tuple[float, int, Record]] = []  # (-reward, -order)
+        self._high: list[tuple[float, int, Record]] = []  # (reward, order)
+        self._hashed: list[tuple[int, int, Record]] = []  # (-hash, -order)
+
+    @staticmethod
+    def _keep(heap: list[Any], size: int, entry: tuple[Any, ...]) -> None:
+        if len(heap) < size:
+            heapq.heappush(heap, entry)
+        elif entry > heap[0]:
+            heapq.heapreplace(heap, entry)
+
+    def add(self, record: Record, order: int) -> None:
+        if record.error is not None:
+            if len(self._errored) < self.third or -order > self._errored[0][0]:
+                self._keep(self._errored, self.third, (-order, record))
+        else:
+            reward = record.score.reward or 0.0
+            if len(self._low) < self.third or (-reward, -order) > self._low[0][:2]:
+                self._keep(self._low, self.third, (-reward, -order, record))
+            if len(self._high) < self.third or (reward, order) > self._high[0][:2]:
+                self._keep(self._high, self.third, (reward, order, record))
+        mark = zlib.crc32(f"{self.seed}\x1f{record.task_id}\x1f{record.sample_index}".encode())
+        if len(self._hashed) < self.limit or (-mark, -order) > self._hashed[0][:2]:
+            self._keep(self._hashed, self.limit, (-mark, -order, record))
+
+    def chosen(self) -> list[Record]:
+        """The picked records in run order."""
+        picked: dict[int, Record] = {}
+        for o, r in sorted(self._errored, reverse=True):
+            picked.setdefault(-o, r)
+        for _, o, r in sorted(self._low, reverse=True):
+            picked.setdefault(-o, r)
+        for _, o, r in sorted(self._high, reverse=True):
+            picked.setdefault(o, r)
+        for _, o, r in sorted(self._hashed, reverse=True):
+            if len(picked) >= self.limit:
+                break
+            picked.setdefault(-o, r)
+        return [picked[o] for o in sorted(picked)][: self.limit]
+
+
 def pick_examples(records: Sequence[Record], limit: int = 60, seed: int = 0) -> list[Record]:
-    """Up to ``limit`` samples: some errored, some below and some at the top reward, then random."""
-    rng = random.Random(seed)
-    errored = [r for r in records if r.error is not None]
-    scored = sorted((r for r in records if r.error is None), key=lambda r: r.score.reward or 0.0)
-    third = max(1, limit // 3)
-    chosen = errored[:third] + scored[:third] + scored[-third:]
-    seen = {id(r) for r in chosen}
-    rest = [r for r in records if id(r) not in seen]
-    rng.shuffle(rest)
-    chosen += rest[: max(0, limit - len(chosen))]
-    unique = list({id(r): r for r in chosen}.values())[:limit]
-    return sorted(unique, key=lambda r: (r.task_id, r.sample_index))
+    """Up to ``limit`` samples: some errored, some below and some at the top reward, then others."""
+    examples = Examples(limit, seed)
+    for order, record in enumerate(records):
+        examples.add(record, order)
+    return examples.chosen()
 
 
 def _fmt(value: Any) -> str:
@@ -60,9 +113,19 @@ def _fmt(value: Any) -> str:
 
 
 def write_report(
-    path: str | Path, records: Sequence[Record], summary: dict[str, Any], config: dict[str, Any]
+    path: str | Path,
+    summary: dict[str, Any],
+    config: dict[str, Any],
+    *,
+    rewards: Sequence[float],
+    examples: Sequence[Record],
+    error_examples: Mapping[str, str],
 ) -> Path:
-    """Write the eval report to ``path`` and return it."""
+    """Write the eval report to ``path`` and return it.
+
+    ``rewards``: every scored sample's reward (the histogram); ``examples``: the trajectories to
+    show; ``error_examples``: one message per error kind.
+    """
     report = HtmlReport(f"verigym eval: {config.get('env', '?')} · {config.get('model') or 'default policy'}")
     report.heading("Summary")
     rows = [
@@ -76,38 +139,32 @@ def write_report(
         "Errored samples are counted apart and left out of every reward statistic; "
         "the 95% interval is a bootstrap over tasks."
     )
-    rewards = [r.score.reward for r in records if r.error is None and r.score.reward is not None]
-    if rewards:
-        fig = figure(6, 3)
-        ax = fig.add_subplot()
-        ax.hist(rewards, bins=min(30, max(5, len(set(rewards)) * 2)), color="#4477aa")
-        ax.set_xlabel("reward")
-        ax.set_ylabel("samples")
-        ax.set_title(f"reward of {len(rewards)} scored samples")
-        report.image(fig, "reward histogram")
+    if len(rewards):
+        values = np.asarray(rewards, dtype=float)
+        bins = min(30, max(5, len(np.unique(values)) * 2))
+        counts, edges = np.histogram(values, bins=bins)
+        report.raw(
+            histogram_svg(
+                counts.tolist(),
+                edges.tolist(),
+                title=f"reward of {len(values)} scored samples",
+                xlabel="reward",
+                ylabel="samples",
+            )
+        )
     means = {k: v for k, v in summary.get("grader_means", {}).items() if v is not None}
     if means:
-        fig = figure(6, max(2.0, 0.4 * len(means) + 1))
-        ax = fig.add_subplot()
-        ax.barh(list(means), list(means.values()), color="#66aa55")
-        ax.set_xlabel("mean grade (non-errored)")
-        ax.invert_yaxis()
-        report.image(fig, "per-grader means")
+        report.raw(hbars_svg(list(means.items()), xlabel="mean grade (non-errored)"))
     if summary.get("errors_by_kind"):
         report.heading("Errors")
-        examples: dict[str, str] = {}
-        for r in records:
-            if r.error is not None:
-                examples.setdefault(r.error.kind, r.error.message)
         report.table(
-            [(k, n, examples.get(k, "")[:200]) for k, n in summary["errors_by_kind"].items()],
+            [(k, n, error_examples.get(k, "")[:200]) for k, n in summary["errors_by_kind"].items()],
             header=["kind", "samples", "example"],
         )
     report.heading("Stop reasons")
     report.table(list(summary.get("stop_reasons", {}).items()), header=["stop reason", "samples"])
-    shown = pick_examples(records)
-    report.heading(f"Trajectories ({len(shown)} of {len(records)})")
-    for r in shown:
+    report.heading(f"Trajectories ({len(examples)} of {summary.get('n_samples', len(examples))})")
+    for r in examples:
         if r.error is not None:
             css, verdict = "err", f"error ({r.error.kind})"
         else:

@@ -2,7 +2,11 @@
 
 ``evaluate`` is what ``verigym eval`` calls once it has an environment, a policy and tasks; it
 prints nothing (progress goes through ``on_record``). A resumed run keeps finished records,
-redoes errored ones, and recomputes the summary from the file.
+redoes errored ones, and summarises the kept and the new records together.
+
+Memory does not grow with the records: each one is appended to the file and folded into a
+``Tally`` (a few numbers per record for the summary, a bounded set of examples for the report), so
+the summary and report need no second reading of the file.
 """
 
 from __future__ import annotations
@@ -16,20 +20,20 @@ from typing import Any
 
 from verigym.envs.base import Environment
 from verigym.eval.config import ConfigError, EvalConfig, write_config_json
-from verigym.eval.metrics import summarize
-from verigym.eval.store import ResultsWriter, latest, load_records, prepare_resume
+from verigym.eval.metrics import Aggregate
+from verigym.eval.report import Examples
+from verigym.eval.store import ResultsWriter, iter_latest, iter_records, prepare_resume
 from verigym.policies.base import Policy
 from verigym.runner import run_rollouts
 from verigym.types import Record, Task
 
-__all__ = ["EvalResult", "evaluate", "finish", "results_path"]
+__all__ = ["EvalResult", "Tally", "evaluate", "finish", "results_path"]
 
 
 @dataclass
 class EvalResult:
     out: Path
     summary: dict[str, Any]
-    records: list[Record]
     written: int  # records produced by this invocation
     skipped: int  # finished records kept from before (a resumed run)
 
@@ -38,37 +42,61 @@ def results_path(out: str | Path) -> Path:
     return Path(out) / "results.jsonl"
 
 
-def finish(
-    out: Path, config: EvalConfig, tasks: Sequence[Task], *, wall_s: float | None
-) -> tuple[dict[str, Any], list[Record]]:
-    """Recompute the summary from ``results.jsonl`` and write ``summary.json`` and ``report.html``.
+class Tally:
+    """The summary and the report's examples of one run, fed record by record (``add``).
 
-    Only records of the run's tasks and sample indices count, in task order then sample order,
-    so a resumed run summarises exactly like an uninterrupted one.
+    Only records of the run's tasks and sample indices count; each is placed by task order then
+    sample index, so the result does not depend on the order in which records arrive.
     """
-    order = {t.id: i for i, t in enumerate(tasks)}
-    k = config.samples_per_task
-    records = [
-        r
-        for r in latest(load_records(results_path(out))).values()
-        if r.task_id in order and r.sample_index < k
-    ]
-    records.sort(key=lambda r: (order[r.task_id], r.sample_index))
-    summary = summarize(
-        records,
-        samples_per_task=k,
-        success_threshold=config.success_threshold,
-        wall_s=wall_s,
-        seed=config.seed,
-    )
-    summary["n_expected"] = len(tasks) * k
-    from verigym.eval.report import write_report  # matplotlib: imported when the report is written
+
+    def __init__(self, tasks: Sequence[Task], config: EvalConfig) -> None:
+        self._pos = {t.id: i for i, t in enumerate(tasks)}
+        self.n_expected = len(tasks) * config.samples_per_task
+        self._k = config.samples_per_task
+        self.metrics = Aggregate(
+            samples_per_task=self._k, success_threshold=config.success_threshold, seed=config.seed
+        )
+        self.examples = Examples()
+
+    def wanted(self, task_id: str, sample_index: int) -> bool:
+        return task_id in self._pos and sample_index < self._k
+
+    def add(self, record: Record) -> None:
+        pos = self._pos.get(record.task_id)
+        if pos is None or record.sample_index >= self._k:
+            return
+        order = pos * self._k + record.sample_index
+        self.metrics.add(record, order, pos)
+        self.examples.add(record, order)
+
+
+def finish(
+    out: Path, config: EvalConfig, tasks: Sequence[Task], *, wall_s: float | None, tally: Tally | None = None
+) -> dict[str, Any]:
+    """Write ``summary.json`` and ``report.html`` of the run in ``out`` and return the summary.
+
+    Without ``tally`` it is rebuilt by streaming ``results.jsonl`` (the latest line of each key).
+    """
+    if tally is None:
+        tally = Tally(tasks, config)
+        for record in iter_latest(results_path(out)):
+            tally.add(record)
+    summary = tally.metrics.summary(wall_s)
+    summary["n_expected"] = tally.n_expected
+    from verigym.eval.report import write_report
 
     tmp = out / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     tmp.replace(out / "summary.json")
-    write_report(out / "report.html", records, summary, config.model_dump(mode="json"))
-    return summary, records
+    write_report(
+        out / "report.html",
+        summary,
+        config.model_dump(mode="json"),
+        rewards=tally.metrics.rewards(),
+        examples=tally.examples.chosen(),
+        error_examples={kind: message for kind, (_, message) in tally.metrics.error_examples.items()},
+    )
+    return summary
 
 
 async def evaluate(
@@ -92,12 +120,13 @@ async def evaluate(
     """
     out.mkdir(parents=True, exist_ok=True)
     path = results_path(out)
-    k = config.samples_per_task
-    wanted = {(t.id, i) for t in tasks for i in range(k)}
+    tally = Tally(tasks, config)
     if resume:
-        group = k if env.rubric.has_group_graders else None
-        _, skip = prepare_resume(path, whole_groups_of=group)
-        skip &= wanted
+        group = config.samples_per_task if env.rubric.has_group_graders else None
+        kept = prepare_resume(path, whole_groups_of=group)
+        skip = {k for k in kept if tally.wanted(*k)}
+        for r in iter_records(path):  # compacted: one finished line per key
+            tally.add(r)
     else:
         if path.exists() and path.stat().st_size > 0:
             raise ConfigError(
@@ -109,12 +138,13 @@ async def evaluate(
         out, config, policy=policy_description or name, extra={"tasks": len(tasks), "resumed": resume}
     )
     if on_start is not None:
-        on_start(len(wanted), len(skip))
+        on_start(tally.n_expected, len(skip))
     start = time.perf_counter()
     with ResultsWriter(path) as writer:
 
         def record(r: Record) -> None:
             writer.write(r)
+            tally.add(r)
             if on_record is not None:
                 on_record(r)
 
@@ -122,15 +152,15 @@ async def evaluate(
             env,
             policy,
             tasks,
-            samples_per_task=k,
+            samples_per_task=config.samples_per_task,
             sampling=config.sampling(),
             concurrency=config.concurrency,
             skip=skip,
             on_record=record,
             env_name=config.env,
             model_name=name,
-            keep_records=False,  # they are on disk; the summary is recomputed from the file
+            keep_records=False,  # they are on disk and in the tally
         )
         written = writer.written
-    summary, records = finish(out, config, tasks, wall_s=time.perf_counter() - start)
-    return EvalResult(out=out, summary=summary, records=records, written=written, skipped=len(skip))
+    summary = finish(out, config, tasks, wall_s=time.perf_counter() - start, tally=tally)
+    return EvalResult(out=out, summary=summary, written=written, skipped=len(skip))

@@ -2,26 +2,36 @@
 
 - ``ResultsWriter`` appends a record and flushes it at once, so a killed process loses at most
   the line it was writing.
-- ``load_records`` reads a file back; a torn last line (a crash mid-write) is ignored, a bad line
-  anywhere else is an error naming the line.
+- ``iter_records`` streams a file back one record at a time (``load_records`` lists them); a torn
+  last line (a crash mid-write) is ignored, a bad line anywhere else is an error naming the line.
 - ``prepare_resume`` implements ``--resume``: it keeps the finished records (the latest per key),
   drops errored ones so they are redone, rewrites the file without torn or duplicate lines, and
-  returns the keys to skip.
+  returns the keys to skip. It streams: memory holds the keys, never the records.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, NoReturn
 
 from pydantic import ValidationError
 
 from verigym.types import Record
 
-__all__ = ["ResultsWriter", "StoreError", "key", "latest", "load_records", "prepare_resume", "write_records"]
+__all__ = [
+    "ResultsWriter",
+    "StoreError",
+    "iter_latest",
+    "iter_records",
+    "key",
+    "latest",
+    "load_records",
+    "prepare_resume",
+    "write_records",
+]
 
 
 class StoreError(ValueError):
@@ -33,26 +43,54 @@ def key(record: Record) -> tuple[str, int]:
     return (record.task_id, record.sample_index)
 
 
-def load_records(path: str | Path) -> list[Record]:
-    """All records in ``path`` in file order ([] if it does not exist); a torn last line is skipped."""
+def _numbered(path: Path) -> Iterator[tuple[int, Record]]:
+    """``(line number, record)`` for each record line of ``path``, read one line at a time."""
+    with path.open("rb") as fh:
+        bad: tuple[int, ValidationError] | None = None
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            if bad is not None:  # a bad line with more records after it: not a torn tail
+                _raise(path, *bad)
+            try:
+                record = Record.model_validate_json(line)
+            except ValidationError as exc:
+                bad = (number, exc)  # a crash while the last line was being written, if nothing follows
+                continue
+            yield number, record
+
+
+def _raise(path: Path, number: int, exc: ValidationError) -> NoReturn:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "record"
+    raise StoreError(f"{path}:{number}: not a results record ({where}: {first['msg']})") from None
+
+
+def iter_records(path: str | Path) -> Iterator[Record]:
+    """The records in ``path`` in file order, one at a time (none if it does not exist); a torn last
+    line is skipped."""
+    path = Path(path)
+    if path.exists():
+        for _, record in _numbered(path):
+            yield record
+
+
+def iter_latest(path: str | Path) -> Iterator[Record]:
+    """The latest record of each key in ``path``, one at a time (two passes; memory holds the keys)."""
     path = Path(path)
     if not path.exists():
-        return []
-    lines = path.read_bytes().split(b"\n")
-    out: list[Record] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(Record.model_validate_json(line))
-        except ValidationError as exc:
-            last = all(not rest.strip() for rest in lines[number:])
-            if last:  # a crash while this line was being written
-                break
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ())) or "record"
-            raise StoreError(f"{path}:{number}: not a results record ({where}: {first['msg']})") from None
-    return out
+        return
+    last = {key(record): number for number, record in _numbered(path)}
+    wanted = set(last.values())
+    del last
+    for number, record in _numbered(path):
+        if number in wanted:
+            yield record
+
+
+def load_records(path: str | Path) -> list[Record]:
+    """All records in ``path`` in file order ([] if it does not exist); a torn last line is skipped."""
+    return list(iter_records(path))
 
 
 def latest(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
@@ -76,25 +114,37 @@ def write_records(path: str | Path, records: Iterable[Record]) -> None:
     tmp.replace(path)
 
 
-def prepare_resume(
-    path: str | Path, *, whole_groups_of: int | None = None
-) -> tuple[list[Record], set[tuple[str, int]]]:
-    """Compact ``path`` for a resumed run: returns the kept (finished) records and their keys.
+def prepare_resume(path: str | Path, *, whole_groups_of: int | None = None) -> set[tuple[str, int]]:
+    """Compact ``path`` for a resumed run: returns the keys of the kept (finished) records.
 
     Errored records are removed so that the run redoes them; a torn last line disappears. With
     ``whole_groups_of=k`` (a rubric with group graders) a task is kept only when all its samples
-    ``0..k-1`` finished, so group graders always see a whole group.
+    ``0..k-1`` finished, so group graders always see a whole group. Two passes over the file: the
+    first finds each key's latest line, the second copies the kept lines unchanged.
     """
-    kept = [r for r in latest(load_records(path)).values() if r.error is None]
+    path = Path(path)
+    if not path.exists():
+        return set()
+    last: dict[tuple[str, int], tuple[int, bool]] = {}  # key -> (its latest line, finished)
+    for number, record in _numbered(path):
+        last[key(record)] = (number, record.error is None)
+    kept = {k for k, (_, ok) in last.items() if ok}
     if whole_groups_of is not None:
         done: dict[str, set[int]] = {}
-        for r in kept:
-            done.setdefault(r.task_id, set()).add(r.sample_index)
+        for task_id, index in kept:
+            done.setdefault(task_id, set()).add(index)
         full = {t for t, idx in done.items() if set(range(whole_groups_of)) <= idx}
-        kept = [r for r in kept if r.task_id in full]
-    if Path(path).exists():
-        write_records(path, kept)
-    return kept, {key(r) for r in kept}
+        kept = {k for k in kept if k[0] in full}
+    lines = {last[k][0] for k in kept}
+    tmp = path.with_name(path.name + ".tmp")
+    with path.open("rb") as src, tmp.open("wb") as dst:
+        for number, line in enumerate(src, start=1):
+            if number in lines:
+                dst.write(line if line.endswith(b"\n") else line + b"\n")
+        dst.flush()
+        os.fsync(dst.fileno())
+    tmp.replace(path)
+    return kept
 
 
 class ResultsWriter:
