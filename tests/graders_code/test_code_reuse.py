@@ -74,12 +74,24 @@ def _run(code: str, box: Sandbox, log: Path) -> list[object]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+def _looks(code: str, box: Sandbox, log: Path, boot: str) -> list[list[object]]:
+    """Run ``code`` until it lands in the sandbox whose boot time is ``boot`` (the pool keeps a
+    spare sandbox, so consecutive candidates may alternate between two); every run's report."""
+    seen: list[list[object]] = []
+    for _ in range(6):
+        got = _run(code, box, log)[-1]
+        assert isinstance(got, list)
+        seen.append(got)
+        if got[0] == boot:
+            return seen
+    raise AssertionError(f"no later candidate got the warm sandbox {boot} back: {seen}")
+
+
 def test_next_candidate_sees_nothing_left_behind(tmp_path: Path) -> None:
     box, log = Sandbox(), tmp_path / "log.jsonl"
-    _run(LEAVE, box, log)
-    leave_boot, (look_boot, seen, procs) = _run(LOOK, box, log)
-    assert leave_boot == look_boot, "the second candidate did not get the warm sandbox back"
-    assert seen == [] and procs == 2, (seen, procs)  # its own session and case processes
+    (leave_boot,) = _run(LEAVE, box, log)
+    for _, seen, procs in _looks(LOOK, box, log, str(leave_boot)):
+        assert seen == [] and procs == 2, (seen, procs)  # its own session and case processes
 
 
 def test_forged_hand_back_frames_do_not_keep_the_sandbox(tmp_path: Path) -> None:
@@ -105,8 +117,11 @@ def test_a_sandbox_started_from_a_short_lived_thread_outlives_it(tmp_path: Path)
     worker.start()
     worker.join()
     time.sleep(0.5)  # the starting thread is gone
-    first, second = _run(BOOT.replace("def boot", "def f"), box, log)
-    assert first == second, "the sandbox died with the thread that started it"
+    first = json.loads(log.read_text().splitlines()[0])
+    for _ in range(6):
+        if _run(BOOT.replace("def boot", "def f"), box, log)[-1] == first:
+            return
+    raise AssertionError("the sandbox died with the thread that started it")
 
 
 SET_STATE = BOOT + (
@@ -140,7 +155,6 @@ READ_STATE = BOOT + (
 def test_env_vars_builtins_modules_and_cwd_files_do_not_reach_the_next_candidate(tmp_path: Path) -> None:
     """Issue 17 item 2: the warm sandbox is reused, the candidate's state is not."""
     box, log = Sandbox(), tmp_path / "log.jsonl"
-    _run(SET_STATE, box, log)
-    set_boot, (read_boot, left) = _run(READ_STATE, box, log)
-    assert set_boot == read_boot, "the second candidate did not get the warm sandbox back"
-    assert left == [], left
+    (set_boot,) = _run(SET_STATE, box, log)
+    for _, left in _looks(READ_STATE, box, log, str(set_boot)):
+        assert left == [], left

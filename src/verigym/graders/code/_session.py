@@ -11,7 +11,8 @@ When the grader runs as root the worker is a zygote (see ``_worker``): at the en
 session the grader sends "bye", expects "reset" once the zygote has killed the candidate's
 processes and removed its files, then sends a fresh random token that only the zygote can read
 (every process of the candidate's uid is dead by then) and hands the sandbox back to the pool only
-when the token comes back. Anything else discards the sandbox.
+when the token comes back. Anything else discards the sandbox. This hand-back runs on a background
+thread once the verdict is known (``WarmPool.give_back``).
 """
 
 from __future__ import annotations
@@ -205,9 +206,14 @@ class WorkerSession:
         self.sandbox.check()
         key = self._key()
         spawned = POOL.take(key) if self.warm else None
-        if spawned is None:
-            spawned = POOL.spawn(self._spawn) if self.zygote else self._spawn()
-        if self.warm and not self.zygote:  # a zygote comes back to the pool after the candidate
+        if spawned is None and self.zygote:
+            spawned = POOL.spawn(self._spawn)
+            POOL.register(key, spawned)
+        elif spawned is None:
+            spawned = self._spawn()
+        if self.warm and self.zygote:  # a zygote comes back to the pool after the candidate
+            POOL.ensure(key, self._spawn)
+        elif self.warm:
             POOL.refill(key, self._spawn)
         self.proc, self.group = spawned.proc, spawned.group
         self.starts += 1
@@ -234,9 +240,10 @@ class WorkerSession:
         the candidate's processes and removed its files, and answered a fresh token that only it
         can read) goes back to the warm pool for the next candidate."""
         live = self.proc is not None and self.proc.poll() is None
-        if reuse and self.zygote and live and self._hand_back():
+        if reuse and self.zygote and live:
             assert self.proc is not None
-            POOL.put(self._key(), Spawned(self.proc, self.group))
+            proc, loaded = self.proc, self.loaded
+            POOL.give_back(self._key(), Spawned(proc, self.group), lambda: _hand_back(proc, loaded))
             self.proc = self.group = None
             return
         if self.proc is not None:
@@ -245,21 +252,6 @@ class WorkerSession:
         if self.group is not None:
             self.group.remove()
             self.group = None
-
-    def _hand_back(self) -> bool:
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
-        wfd, rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        try:
-            if self.loaded:
-                write_frame(wfd, {"op": "bye"}, fmt="marshal", deadline=time.monotonic() + 2)
-            reset = read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096)
-            if reset != {"reset": True}:
-                return False
-            token = secrets.token_hex(16)
-            write_frame(wfd, {"op": "verify", "token": token}, fmt="marshal", deadline=time.monotonic() + 2)
-            return bool(read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096) == {"verified": token})
-        except (TimeoutError, OSError, CodecError, ValueError):
-            return False
 
     def __enter__(self) -> WorkerSession:
         return self
@@ -339,6 +331,24 @@ class WorkerSession:
         if not isinstance(frame, dict):
             return CaseReply(ok=False, reason="malformed reply")
         return CaseReply(ok=bool(frame.get("ok")), data=frame, reason=str(frame.get("error", ""))[:2000])
+
+
+def _hand_back(proc: subprocess.Popen[bytes], loaded: bool) -> bool:
+    """End the candidate in a zygote and check that the zygote itself answers (see the module
+    docstring); True when it can serve the next candidate."""
+    assert proc.stdin is not None and proc.stdout is not None
+    wfd, rfd = proc.stdin.fileno(), proc.stdout.fileno()
+    try:
+        if loaded:
+            write_frame(wfd, {"op": "bye"}, fmt="marshal", deadline=time.monotonic() + 2)
+        reset = read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096)
+        if reset != {"reset": True}:
+            return False
+        token = secrets.token_hex(16)
+        write_frame(wfd, {"op": "verify", "token": token}, fmt="marshal", deadline=time.monotonic() + 2)
+        return bool(read_frame(rfd, deadline=time.monotonic() + 5, max_bytes=4096) == {"verified": token})
+    except (TimeoutError, OSError, CodecError, ValueError):
+        return False
 
 
 def _stderr(proc: subprocess.Popen[bytes]) -> str:
