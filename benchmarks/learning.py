@@ -7,9 +7,12 @@ the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread ea
 
     python benchmarks/learning.py --seeds 0-4                   # the quickstart recipe (DAPO preset)
     python benchmarks/learning.py --seeds 0-2 --presets grpo,dr_grpo,dapo,opo,rloo,reinforce++,gspo,skywork,lead,clip_cov,kl_cov --no-control
+    python benchmarks/learning.py --env calc --seeds 0-2       # the tool-use recipe (quickstart --env calc)
 
 Targets (issue 12): after SFT within [0.25, 0.60] on every seed; after RL ≥ after SFT + 0.10 on
-every seed; mean lift ≥ 0.15; mean lift with shuffled rewards ≤ 0.02. Prints MET / NOT MET for each.
+every seed; mean lift ≥ 0.15; mean lift with shuffled rewards ≤ 0.02. With ``--env calc``: pass@1
+and the well-formed tool-call rate (``tool_call_ok``) each lift ≥ 0.10 on every seed, and wall time
+per seed (SFT + RL, without the control) about 5 minutes. Prints MET / NOT MET for each.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 # rloo and reinforce++ are advantage estimators, run on the grpo preset's loss
 ADVANTAGE_ONLY = {"rloo": "rloo", "reinforce++": "reinforce_pp_baseline"}
+TOOL = "tool_call_ok"  # calc's well-formed-call rate
 T_975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]  # df 1..10
 
 
@@ -53,6 +57,7 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from verigym.train.quickstart import learning_run, quickstart_config
+    from verigym.train.quickstart_calc import calc_quickstart_config
 
     torch.set_num_threads(1)
     over: dict[str, Any] = {}
@@ -63,9 +68,11 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         over = {"rl__preset": preset}
     if job["steps"]:
         over["rl__steps"] = job["steps"]
-    cfg = quickstart_config(Path(job["out"]) / f"{preset}-{job['seed']}", seed=job["seed"], **over)
+    recipe = calc_quickstart_config if job["env"] == "calc" else quickstart_config
+    cfg = recipe(Path(job["out"]) / f"{preset}-{job['seed']}", seed=job["seed"], **over)
     cache = Path(job["out"]) / f"sft-{job['seed']}.pt"  # one SFT per seed, shared by the presets
-    result = learning_run(cfg, control=job["control"], sft_cache=cache)
+    graders = (TOOL,) if job["env"] == "calc" else ()
+    result = learning_run(cfg, control=job["control"], sft_cache=cache, graders=graders)
     result["preset"] = preset
     return result
 
@@ -84,6 +91,8 @@ def machine() -> str:
 
 
 def report(rows: list[dict[str, Any]], control: bool) -> list[str]:
+    if rows and f"{TOOL}_sft" in rows[0]:
+        return calc_report(rows, control)
     lines = [
         "| preset | seed | SFT steps | after SFT | after RL | lift | shuffled after | shuffled lift | RL s/step |"
     ]
@@ -105,10 +114,37 @@ def report(rows: list[dict[str, Any]], control: bool) -> list[str]:
     return lines
 
 
-def targets(rows: list[dict[str, Any]], control: bool) -> list[str]:
-    def verdict(ok: bool) -> str:
-        return "MET" if ok else "NOT MET"
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "NOT MET"
 
+
+def calc_report(rows: list[dict[str, Any]], control: bool) -> list[str]:
+    """The tool-use recipe: pass@1 and well-formed calls per stage, the control, wall time."""
+    lines = [
+        "| seed | SFT steps | pass@1 SFT → RL | calls SFT → RL | shuffled pass@1 / calls | SFT + RL wall |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sh = f"{r['after_shuffled']:.3f} / {r[TOOL + '_shuffled']:.3f}" if control else "-"
+        lines.append(
+            f"| {r['seed']} | {r['sft_steps']} | {r['after_sft']:.3f} → {r['after_rl']:.3f} ({r['lift']:+.3f}) | "
+            f"{r[TOOL + '_sft']:.3f} → {r[TOOL + '_rl']:.3f} ({r[TOOL + '_rl'] - r[TOOL + '_sft']:+.3f}) | "
+            f"{sh} | {r['train_s']:.0f} s |"
+        )
+    call_lifts = [r[TOOL + "_rl"] - r[TOOL + "_sft"] for r in rows]
+    lines += [
+        f"pass@1 lift ≥ 0.10 on every seed: {verdict(min(r['lift'] for r in rows) >= 0.10 - 1e-9)}",
+        f"well-formed-call lift ≥ 0.10 on every seed: {verdict(min(call_lifts) >= 0.10 - 1e-9)}",
+        f"SFT + RL ≤ ~5 min per seed: {verdict(max(r['train_s'] for r in rows) <= 330)} "
+        f"(max {max(r['train_s'] for r in rows):.0f} s; {'one process' if len(rows) == 1 else 'processes in parallel'})",
+    ]
+    if control:
+        worst = max(max(r["shuffled_lift"], r[TOOL + "_shuffled"] - r[TOOL + "_sft"]) for r in rows)
+        lines.append(f"shuffled rewards lift neither (≤ 0.02): {verdict(worst <= 0.02)} ({worst:+.3f})")
+    return lines
+
+
+def targets(rows: list[dict[str, Any]], control: bool) -> list[str]:
     lifts = [r["lift"] for r in rows]
     out = [
         f"after SFT in [0.25, 0.60] on every seed: {verdict(all(0.25 <= r['after_sft'] <= 0.60 for r in rows))}",
@@ -127,6 +163,9 @@ def main() -> None:
     ap.add_argument(
         "--presets", default="quickstart", help="comma list; 'quickstart' is its own (dapo) recipe"
     )
+    ap.add_argument(
+        "--env", default="arithmetic", choices=["arithmetic", "calc"], help="which quickstart recipe"
+    )
     ap.add_argument("--steps", type=int, default=0, help="RL steps (0: the quickstart's)")
     ap.add_argument("--no-control", action="store_true", help="skip the shuffled-reward control runs")
     ap.add_argument("--jobs", type=int, default=2, help="processes (one torch thread each)")
@@ -139,7 +178,7 @@ def main() -> None:
 
         def jobs(names: list[str]) -> list[dict[str, Any]]:
             return [
-                {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp}
+                {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp, "env": args.env}
                 for p in names
                 for s in seeds
             ]
@@ -152,9 +191,11 @@ def main() -> None:
                     rows.append(r)
                     print(json.dumps(r), flush=True)
     print(machine())
-    print(f"seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}")
+    print(
+        f"env {args.env}, seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}"
+    )
     print("\n".join(report(rows, control)))
-    if args.presets == "quickstart":
+    if args.presets == "quickstart" and args.env == "arithmetic":
         print("\n".join(targets(rows, control)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")

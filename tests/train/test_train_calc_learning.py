@@ -21,16 +21,18 @@ from typing import Any
 import pytest
 
 SEEDS = (0, 1)
+TOOL = "tool_call_ok"
 
 
 def _run(args: tuple[int, str]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart_calc import calc_learning_run, calc_quickstart_config
+    from verigym.train.quickstart import learning_run
+    from verigym.train.quickstart_calc import calc_quickstart_config
 
     torch.set_num_threads(1)
     seed, out = args
-    return calc_learning_run(calc_quickstart_config(Path(out) / str(seed), seed=seed))
+    return learning_run(calc_quickstart_config(Path(out) / str(seed), seed=seed), graders=(TOOL,))
 
 
 @pytest.mark.slow
@@ -39,17 +41,18 @@ def test_grpo_lifts_tool_use_on_two_seeds_and_shuffled_rewards_do_not(tmp_path: 
     with mp.get_context("spawn").Pool(len(SEEDS)) as pool:
         runs = pool.map(_run, [(s, str(tmp_path)) for s in SEEDS])
     msg = "; ".join(
-        f"seed {r['seed']}: SFT {r['pass_sft']:.3f}/{r['tool_sft']:.3f} ({r['sft_steps']} steps) → "
-        f"RL {r['pass_rl']:.3f}/{r['tool_rl']:.3f}, shuffled {r['pass_shuffled']:.3f}/{r['tool_shuffled']:.3f}"
+        f"seed {r['seed']}: SFT {r['after_sft']:.3f}/{r[TOOL + '_sft']:.3f} ({r['sft_steps']} steps) → "
+        f"RL {r['after_rl']:.3f}/{r[TOOL + '_rl']:.3f}, "
+        f"shuffled {r['after_shuffled']:.3f}/{r[TOOL + '_shuffled']:.3f}"
         for r in runs
     )
     print(msg)  # shown with pytest -s
     for r in runs:
-        assert 0.05 <= r["pass_sft"] <= 0.5, f"SFT should stop light: {msg}"
-        assert r["pass_rl"] - r["pass_sft"] >= 0.05, msg
-        assert r["tool_rl"] >= r["tool_sft"], msg
-        assert r["pass_shuffled"] - r["pass_sft"] <= 0.03, msg
-        assert r["tool_shuffled"] - r["tool_sft"] <= 0.03, msg
+        assert 0.05 <= r["after_sft"] <= 0.5, f"SFT should stop light: {msg}"
+        assert r["after_rl"] - r["after_sft"] >= 0.05, msg
+        assert r[TOOL + "_rl"] >= r[TOOL + "_sft"], msg
+        assert r["after_shuffled"] - r["after_sft"] <= 0.03, msg
+        assert r[TOOL + "_shuffled"] - r[TOOL + "_sft"] <= 0.03, msg
         assert r["max_logprob_diff"] < 1e-3, "on-policy: sampling and training logprobs agree"
-    assert sum(r["pass_rl"] - r["pass_sft"] for r in runs) / len(runs) >= 0.08, msg
-    assert sum(r["tool_rl"] - r["tool_sft"] for r in runs) / len(runs) >= 0.05, msg
+    assert sum(r["after_rl"] - r["after_sft"] for r in runs) / len(runs) >= 0.08, msg
+    assert sum(r[TOOL + "_rl"] - r[TOOL + "_sft"] for r in runs) / len(runs) >= 0.05, msg

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +98,16 @@ def quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = No
 
 
 def learning_run(
-    cfg: TrainConfig, *, control: bool = True, sft_cache: str | Path | None = None
+    cfg: TrainConfig,
+    *,
+    control: bool = True,
+    sft_cache: str | Path | None = None,
+    graders: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One seed of a recipe: SFT (as ``cfg.sft`` asks), then RL, then — from the same SFT weights —
-    the same RL with rewards shuffled across the batch. Returns held-out pass@1 after each stage.
+    the same RL with rewards shuffled across the batch. Returns held-out pass@1 after each stage
+    (``after_sft``, ``after_rl``, ``after_shuffled``) and, for each name in ``graders``, that grader's
+    held-out mean (``NAME_sft``, ``NAME_rl``, ``NAME_shuffled``; e.g. ``tool_call_ok`` of ``calc``).
 
     ``sft_cache``: a file for the SFT weights — loaded when it exists, written after SFT otherwise
     (several RL recipes from one SFT start). Nothing else is written but the two RL runs' metrics
@@ -114,11 +121,19 @@ def learning_run(
     from verigym.train.sft import sft_train
 
     out = Path(cfg.out_dir)
+    env = cfg.envs[0].name
     t0 = time.perf_counter()
     model, tok = load_model(cfg.model)
     envs = load_envs(cfg)
     trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "rl")
     result: dict[str, Any] = {"seed": cfg.seed, "preset": cfg.rl.preset}
+
+    def measure(t: RLTrainer, stage: str) -> None:
+        ev = t.evaluate()  # once per stage: a sampled eval draws from the trainer's RNG
+        result[f"after_{stage}"] = ev["eval/pass_at_1"]
+        for name in graders:
+            result[f"{name}_{stage}"] = ev[f"eval/{env}/grader/{name}"]
+
     cache = Path(sft_cache) if sft_cache is not None else None
     if cache is not None and cache.is_file():
         model.load_state_dict(torch.load(cache))
@@ -132,20 +147,21 @@ def learning_run(
         if cache is not None:
             torch.save(model.state_dict(), cache)
             cache.with_suffix(".json").write_text(json.dumps({"sft_steps": sft["steps"]}))
-    result["after_sft"] = trainer.evaluate()["eval/pass_at_1"]
+    measure(trainer, "sft")
     sft_weights = copy.deepcopy(model.state_dict())
     t1 = time.perf_counter()
     history = trainer.train()
     result["max_logprob_diff"] = max((h.get("logprob_diff", 0.0) for h in history), default=0.0)
-    result["after_rl"] = trainer.evaluate()["eval/pass_at_1"]
+    measure(trainer, "rl")
     result["lift"] = result["after_rl"] - result["after_sft"]
     result["rl_s_per_step"] = (time.perf_counter() - t1) / max(cfg.rl.steps, 1)
+    result["train_s"] = time.perf_counter() - t0  # SFT + RL + their evals, without the control
     if control:
         model.load_state_dict(sft_weights)
         shuffled_cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
         shuffled = RLTrainer(shuffled_cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "shuffled")
         shuffled.train()
-        result["after_shuffled"] = shuffled.evaluate()["eval/pass_at_1"]
+        measure(shuffled, "shuffled")
         result["shuffled_lift"] = result["after_shuffled"] - result["after_sft"]
     result["wall_s"] = time.perf_counter() - t0
     return result

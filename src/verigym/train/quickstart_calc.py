@@ -12,7 +12,6 @@ calls a sampling policy still makes.
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 from verigym.train.config import TrainConfig, apply_overrides, build_config
 from verigym.train.rl import Progress
 
-__all__ = ["STAGES", "calc_learning_run", "calc_quickstart", "calc_quickstart_config"]
+__all__ = ["STAGES", "calc_quickstart", "calc_quickstart_config"]
 
 STAGES = ("initial", "after_sft", "after_rl")
 """The stages of the summary's ``pass_at_1_STAGE`` and ``tool_call_ok_STAGE`` keys."""
@@ -88,46 +87,3 @@ def calc_quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None
     ordered.update({k: v for k, v in summary.items() if k not in ordered})
     (Path(cfg.out_dir) / "summary.json").write_text(json.dumps(ordered, indent=2) + "\n")
     return ordered
-
-
-def calc_learning_run(cfg: TrainConfig, *, control: bool = True) -> dict[str, Any]:
-    """One seed of the tool-use recipe: SFT, RL, then (``control``) the same RL from the same SFT
-    weights with rewards shuffled across the batch. Returns held-out pass@1 (``pass_STAGE``) and
-    well-formed tool-call rate (``tool_STAGE``) after ``sft``, ``rl`` and ``shuffled``; only the two
-    RL runs' metrics are written (``out_dir/rl``, ``out_dir/shuffled``)."""
-    from verigym.train._model import load_model
-    from verigym.train.pipeline import build_sft_rows
-    from verigym.train.rl import RLTrainer, load_envs
-    from verigym.train.sft import sft_train
-
-    out = Path(cfg.out_dir)
-    env = cfg.envs[0].name
-    t0 = time.perf_counter()
-    model, tok = load_model(cfg.model)
-    envs = load_envs(cfg)
-    trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "rl")
-    result: dict[str, Any] = {"seed": cfg.seed}
-
-    def measure(t: RLTrainer, stage: str) -> None:
-        ev = t.evaluate()
-        result[f"pass_{stage}"] = ev["eval/pass_at_1"]
-        result[f"tool_{stage}"] = ev[f"eval/{env}/grader/tool_call_ok"]
-
-    rows = build_sft_rows(cfg, tok, envs)
-    sft = sft_train(
-        model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=lambda: trainer.evaluate()["eval/pass_at_1"]
-    )
-    result["sft_steps"] = sft["steps"]
-    measure(trainer, "sft")
-    sft_weights = copy.deepcopy(model.state_dict())
-    history = trainer.train()
-    result["max_logprob_diff"] = max((h.get("logprob_diff", 0.0) for h in history), default=0.0)
-    measure(trainer, "rl")
-    if control:
-        model.load_state_dict(sft_weights)
-        shuffled_cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
-        shuffled = RLTrainer(shuffled_cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "shuffled")
-        shuffled.train()
-        measure(shuffled, "shuffled")
-    result["wall_s"] = time.perf_counter() - t0
-    return result
