@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -35,8 +36,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = "(d) bare aiohttp"
 MAIN = "(a) verigym eval, aiohttp transport"
-Contender = Callable[[], dict[str, float]]  # one run: {row name: seconds for the N rollouts}
+FULL = f"{MAIN} incl. summary+report"
+Contender = Callable[[], dict[str, tuple[float, float]]]  # one run: {row: (seconds, client CPU seconds)}
 ANSWER = "The answer is 42."
+KEYS = ("limit", "openai-httpx", "openai-aiohttp", "main", "async", "defgc", "sdk", "sdk-httpx")
 
 
 # --------------------------------------------------------------------------- the server
@@ -130,7 +133,8 @@ async def bounded(n: int, concurrency: int, one: Callable[[int], Awaitable[None]
     await asyncio.gather(*(run(i) for i in range(n)))
 
 
-async def bare_aiohttp(url: str, texts: Sequence[str], concurrency: int) -> float:
+async def bare_aiohttp(url: str, texts: Sequence[str], concurrency: int) -> tuple[float, float]:
+    """(seconds, client CPU seconds) for the rollouts."""
     import aiohttp
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
@@ -142,12 +146,14 @@ async def bare_aiohttp(url: str, texts: Sequence[str], concurrency: int) -> floa
                 assert data["choices"][0]["message"]["content"] == ANSWER
 
         await bounded(min(64, len(texts)), concurrency, one)  # warm the connections
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await bounded(len(texts), concurrency, one)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def bare_openai(url: str, texts: Sequence[str], concurrency: int, transport: str) -> float:
+async def bare_openai(
+    url: str, texts: Sequence[str], concurrency: int, transport: str
+) -> tuple[float, float]:
     import openai
 
     http: Any = openai.DefaultAioHttpClient() if transport == "aiohttp" else openai.DefaultAsyncHttpxClient()
@@ -160,11 +166,11 @@ async def bare_openai(url: str, texts: Sequence[str], concurrency: int, transpor
         assert r.choices[0].message.content == ANSWER
 
     await bounded(min(64, len(texts)), concurrency, one)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await bounded(len(texts), concurrency, one)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await client.close()
-    return elapsed
+    return elapsed, cpu
 
 
 def arithmetic_env(async_grader: bool = False) -> Any:
@@ -188,8 +194,9 @@ def arithmetic_env(async_grader: bool = False) -> Any:
 
 async def verigym_eval(
     url: str, n: int, concurrency: int, transport: str, async_grader: bool = False
-) -> tuple[float, float]:
-    """(rollout phase seconds, total seconds including summary.json and report.html)."""
+) -> tuple[float, float, float]:
+    """(rollout phase seconds, total seconds including summary.json and report.html, CPU seconds of
+    this process over the total)."""
     from verigym.eval.config import EvalConfig
     from verigym.eval.run import evaluate
     from verigym.policies.openai import OpenAIPolicy
@@ -209,7 +216,7 @@ async def verigym_eval(
             if count[0] == n:
                 marks["last"] = time.perf_counter()
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = await evaluate(
             env,
             policy,
@@ -219,12 +226,10 @@ async def verigym_eval(
             on_start=lambda *_: marks.setdefault("start", time.perf_counter()),
             on_record=on_record,
         )
-        total = time.perf_counter() - start
+        total, cpu = time.perf_counter() - start, time.process_time() - cpu
         assert result.summary["n_scored"] == n, result.summary
     await policy.aclose()
-    return marks["last"] - marks[
-        "start"
-    ], total  # the rollout phase: from the first rollout to the last record
+    return marks["last"] - marks["start"], total, cpu  # rollout phase: first rollout to last record
 
 
 async def engine_only(n: int, concurrency: int, async_grader: bool = False) -> float:
@@ -341,6 +346,13 @@ def main() -> None:
     ap.add_argument("--vf-timeout", type=float, default=240.0, help="seconds before vf-eval is stopped")
     ap.add_argument("--skip-vf", action="store_true", help="do not run vf-eval")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all contenders; best kept (default 2)")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated contender keys to run (default all): "
+        + ", ".join(KEYS)
+        + f"; '{KEYS[0]}' and 'main' always run",
+    )
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -351,50 +363,69 @@ def main() -> None:
     n, c = args.rollouts, args.concurrency
     server, url = start_server()
     rates: dict[str, float] = {}
+    cpus: dict[str, list[float]] = {}
     try:
         texts = prompts(n)
         print(f"eval overhead: {n} single-turn rollouts, concurrency {c}, server {url} (instant answers)")
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
 
         def vg(name: str, transport: str, async_grader: bool = False, cli_gc: bool = True) -> Contender:
-            def run() -> dict[str, float]:
+            def run() -> dict[str, tuple[float, float]]:
                 # `verigym eval` runs its event loop under runner.tuned_gc(); do the same here
                 with tuned_gc() if cli_gc else contextlib.nullcontext():
-                    phase, total = asyncio.run(verigym_eval(url, n, c, transport, async_grader))
+                    phase, total, cpu = asyncio.run(verigym_eval(url, n, c, transport, async_grader))
                 if name == MAIN:  # the same run, timed to the end of summary.json and report.html
-                    return {name: phase, f"{name} incl. summary+report": total}
-                return {name: phase}
+                    return {name: (phase, math.nan), FULL: (total, cpu)}
+                return {name: (phase, math.nan)}
 
             return run
 
         def bare(name: str, coro: Callable[[], Any]) -> Contender:
-            def run() -> dict[str, float]:
+            def run() -> dict[str, tuple[float, float]]:
                 with tuned_gc():  # the same GC settings as verigym's main row: no side gets an edge
                     return {name: asyncio.run(coro())}
 
             return run
 
-        contenders: list[Contender] = [
-            bare(LIMIT, lambda: bare_aiohttp(url, texts, c)),
-            bare("(c) bare AsyncOpenAI, httpx (SDK default)", lambda: bare_openai(url, texts, c, "httpx")),
-            bare("(c') bare AsyncOpenAI, aiohttp transport", lambda: bare_openai(url, texts, c, "aiohttp")),
-            vg(MAIN, "aiohttp"),
-            vg("(a) verigym eval, async grader", "aiohttp", async_grader=True),
-            vg("(a) verigym eval, default GC settings", "aiohttp", cli_gc=False),
-            vg("(a') verigym eval, SDK + its aiohttp client", "sdk"),
-            vg("(a') verigym eval, SDK + httpx (default)", "sdk-httpx"),
-        ]
+        every: dict[str, Contender] = {
+            "limit": bare(LIMIT, lambda: bare_aiohttp(url, texts, c)),
+            "openai-httpx": bare(
+                "(c) bare AsyncOpenAI, httpx (SDK default)", lambda: bare_openai(url, texts, c, "httpx")
+            ),
+            "openai-aiohttp": bare(
+                "(c') bare AsyncOpenAI, aiohttp transport", lambda: bare_openai(url, texts, c, "aiohttp")
+            ),
+            "main": vg(MAIN, "aiohttp"),
+            "async": vg("(a) verigym eval, async grader", "aiohttp", async_grader=True),
+            "defgc": vg("(a) verigym eval, default GC settings", "aiohttp", cli_gc=False),
+            "sdk": vg("(a') verigym eval, SDK + its aiohttp client", "sdk"),
+            "sdk-httpx": vg("(a') verigym eval, SDK + httpx (default)", "sdk-httpx"),
+        }
+        only = {k.strip() for k in args.only.split(",") if k.strip()}
+        if only - set(KEYS):
+            raise SystemExit(
+                f"--only: unknown contender(s) {sorted(only - set(KEYS))}; known: {', '.join(KEYS)}"
+            )
+        contenders = [f for k, f in every.items() if not only or k in only or k in ("limit", "main")]
         # Rounds interleave the contenders (the order reverses every round) and keep each one's best:
         # the machine is shared, and a neighbour's burst should not decide a ratio. Each round's
-        # verigym / aiohttp pair is also kept, for the per-round ratios and their median.
+        # verigym / aiohttp pair is also kept, for the per-round ratios and their median. Client CPU
+        # time (this process, all threads) per rollout is kept too: it moves less with the load.
         pair_ratios: list[float] = []
+        cpu_ratios: list[float] = []
         for r in range(args.rounds):
-            this_round: dict[str, float] = {}
+            this_round: dict[str, tuple[float, float]] = {}
             for contender in contenders if r % 2 == 0 else contenders[::-1]:
-                for name, seconds in contender().items():
-                    this_round[name] = n / seconds
+                for name, (seconds, cpu) in contender().items():
+                    this_round[name] = (n / seconds, cpu)
                     rates[name] = max(rates.get(name, 0.0), n / seconds)
-            pair_ratios.append(this_round[f"{MAIN} incl. summary+report"] / this_round[LIMIT])
+                    cpus.setdefault(name, []).append(1e3 * cpu / n)
+                    print(
+                        f"  round {r}: {name}: {n / seconds:.1f} rollouts/s, CPU {1e3 * cpu / n:.3f} ms/rollout",
+                        flush=True,
+                    )
+            pair_ratios.append(this_round[FULL][0] / this_round[LIMIT][0])
+            cpu_ratios.append(this_round[LIMIT][1] / this_round[FULL][1])
         with tuned_gc():  # best of 3, as above, under the CLI's GC settings
             engine = min(asyncio.run(engine_only(n, c)) for _ in range(3))
             engine_async = min(asyncio.run(engine_only(n, c, True)) for _ in range(3))
@@ -409,9 +440,14 @@ def main() -> None:
     limit = rates[LIMIT]
     ours = rates[MAIN]
     width = max(len(k) for k in rates)
-    print(f"{'contender':<{width}}  {'rollouts/s':>11}  {'vs (d) aiohttp':>15}  {'verigym (a) is':>15}")
+    print(
+        f"\n{'contender':<{width}}  {'rollouts/s':>11}  {'vs (d) aiohttp':>15}  {'verigym (a) is':>15}"
+        f"  {'client CPU ms/rollout (median)':>30}"
+    )
     for name, rate in rates.items():
-        print(f"{name:<{width}}  {rate:>11.1f}  {rate / limit:>14.1%}  {ours / rate:>14.2f}x")
+        cpu_ms = [x for x in cpus.get(name, []) if not math.isnan(x)]
+        cpu_text = f"{statistics.median(cpu_ms):.3f}" if cpu_ms else "–"
+        print(f"{name:<{width}}  {rate:>11.1f}  {rate / limit:>14.1%}  {ours / rate:>14.2f}x  {cpu_text:>30}")
     print(f"\n(b) vf-eval: {vf_line}")
     overhead_ms = 1000 * (1 / ours - 1 / limit)
     print(
@@ -420,9 +456,14 @@ def main() -> None:
     )
     print(f"verigym overhead over bare aiohttp: {overhead_ms:.3f} ms per rollout of throughput")
     print(
-        "per-round verigym (incl. summary+report) / bare aiohttp: "
+        "per-round verigym (incl. summary+report) / bare aiohttp, throughput: "
         + ", ".join(f"{x:.1%}" for x in pair_ratios)
         + f"; median {statistics.median(pair_ratios):.1%}"
+    )
+    print(
+        "per-round bare aiohttp client CPU / verigym (incl. summary+report) client CPU: "
+        + ", ".join(f"{x:.1%}" for x in cpu_ratios)
+        + f"; median {statistics.median(cpu_ratios):.1%}"
     )
     full = statistics.median(pair_ratios)
     verdict = "MET" if full >= 0.8 and 1e3 * engine / n <= 0.25 else "NOT MET"

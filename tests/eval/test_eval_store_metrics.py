@@ -68,6 +68,14 @@ def test_bootstrap_ci_brackets_the_mean() -> None:
     lo2, hi2 = bootstrap_ci(values, groups=[f"t{i // 2}" for i in range(100)])
     assert lo2 == hi2 == 0.5  # every task has mean 0.5: resampling tasks cannot move it
     assert all(math.isnan(x) for x in bootstrap_ci([]))
+    # 0/1 rewards, 2 samples per task: few distinct task sums, drawn as a multinomial
+    binary = [float(i % 3 == 0) for i in range(800)]
+    lo3, hi3 = bootstrap_ci(binary, groups=[f"t{i // 2}" for i in range(800)])
+    mean = sum(binary) / 800
+    assert lo3 < mean < hi3 and 0.04 < hi3 - lo3 < 0.1  # ~2 x 1.96 x 0.33 x 0.67 / sqrt(400 x 2)
+    continuous = [((i * 7919) % 1000) / 1000 for i in range(800)]  # 400 distinct task sums: drawn by index
+    lo4, hi4 = bootstrap_ci(continuous, groups=[f"t{i // 2}" for i in range(800)])
+    assert lo4 < sum(continuous) / 800 < hi4
 
 
 def test_summary_keeps_errors_apart() -> None:
@@ -192,3 +200,35 @@ def test_iter_latest_streams_the_last_line_of_each_key(tmp_path: Path) -> None:
         w.write(rec("a", 0, 1.0))
     assert [(r.task_id, r.score.reward) for r in iter_latest(path)] == [("b", 1.0), ("a", 1.0)]
     assert list(iter_latest(tmp_path / "missing.jsonl")) == []
+
+
+def test_writer_hands_one_loop_turn_over_in_one_write(tmp_path: Path) -> None:
+    import asyncio
+
+    path = tmp_path / "r.jsonl"
+    records = [rec("a", i, 1.0) for i in range(3)]
+    assert records[0].__pydantic_serializer__.to_json(records[0]).decode() == records[0].model_dump_json()
+
+    async def run() -> list[int]:
+        seen = []
+        with ResultsWriter(path) as w:
+            for r in records:
+                w.write(r)
+            seen.append(path.read_bytes().count(b"\n"))  # still this turn: nothing written yet
+            await asyncio.sleep(0)
+            seen.append(path.read_bytes().count(b"\n"))  # the next turn began with the write
+            w.write(rec("b", 0, 1.0))
+        seen.append(path.read_bytes().count(b"\n"))  # close writes what is left
+        return seen
+
+    assert asyncio.run(run()) == [0, 3, 4]
+
+
+def test_writer_cuts_a_torn_tail_of_a_long_file(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    line = rec("a", 0, 1.0).model_dump_json() + "\n"
+    body = line * (200_000 // len(line) + 1)
+    path.write_text(body + '{"torn": ' + "x" * 70_000)  # a torn line longer than one read block
+    with ResultsWriter(path) as w:
+        w.write(rec("b", 0, 1.0))
+    assert path.read_text() == body + rec("b", 0, 1.0).model_dump_json() + "\n"

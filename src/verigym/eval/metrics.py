@@ -66,15 +66,22 @@ def bootstrap_ci(
         sums = np.bincount(idx, weights=x, minlength=len(labels))
         counts = np.bincount(idx, minlength=len(labels)).astype(float)
     size = len(sums)
-    rows = max(1, _DRAWS_PER_CHUNK // size)  # resamples drawn at once: memory stays bounded
-    same = bool((counts == counts[0]).all())  # every group the same size: the divisor is fixed
+    classes, which = np.unique(np.stack([sums, counts], axis=1), axis=0, return_inverse=True)
     means = np.empty(n_resamples)
-    for first in range(0, n_resamples, rows):
-        draw = rng.integers(0, size, size=(min(rows, n_resamples - first), size), dtype=np.int32)
-        total = np.take(sums, draw).sum(axis=1)
-        means[first : first + len(draw)] = total / (
-            counts[0] * size if same else np.take(counts, draw).sum(axis=1)
-        )
+    if 4 * len(classes) <= size:
+        # Few distinct (sum, count) groups (0/1 rewards, k samples each): a resample is then the
+        # number of draws from each class, a multinomial; the same distribution in O(classes).
+        freq = np.bincount(which.ravel(), minlength=len(classes)) / size
+        drawn = rng.multinomial(size, freq, size=n_resamples).astype(float)
+        means[:] = (drawn @ classes[:, 0]) / (drawn @ classes[:, 1])
+    else:
+        rows = max(1, _DRAWS_PER_CHUNK // size)  # resamples drawn at once: memory stays bounded
+        same = bool((counts == counts[0]).all())  # every group the same size: the divisor is fixed
+        for first in range(0, n_resamples, rows):
+            draw = rng.integers(0, size, size=(min(rows, n_resamples - first), size), dtype=np.int32)
+            total = np.take(sums, draw).sum(axis=1)
+            divisor = counts[0] * size if same else np.take(counts, draw).sum(axis=1)
+            means[first : first + len(draw)] = total / divisor
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
@@ -88,11 +95,11 @@ def _empty_answer(record: Record) -> bool:
     """The model's last completion said nothing: no text (empty or null content) and no tool call,
     finished by stop or length. Still a valid (wrong) answer, counted apart so that a server that
     answers nothing is visible at a glance."""
-    done = record.trajectory.completions
-    if not done:
-        return False
-    last = done[-1]
-    return not last.text.strip() and not last.tool_calls and last.finish_reason in ("stop", "length")
+    for turn in reversed(record.trajectory.turns):
+        last = turn.completion
+        if last is not None:
+            return not last.text.strip() and not last.tool_calls and last.finish_reason in ("stop", "length")
+    return False
 
 
 class Aggregate:
@@ -128,21 +135,30 @@ class Aggregate:
 
     def add(self, record: Record, order: int, task: int) -> None:
         self.n_samples += 1
-        self.per_task[task] += 1
+        self.per_task[task] = self.per_task.get(task, 0) + 1
         usage = record.usage
-        self.tokens[0] += usage.prompt_tokens
-        self.tokens[1] += usage.completion_tokens
-        self.tokens[2] += usage.total_tokens
+        tokens = self.tokens
+        tokens[0] += usage.prompt_tokens
+        tokens[1] += usage.completion_tokens
+        tokens[2] += usage.prompt_tokens + usage.completion_tokens
         stop = record.trajectory.stop_reason
-        self.stop_reasons[stop] += 1
+        self.stop_reasons[stop] = self.stop_reasons.get(stop, 0) + 1
         score = record.score
-        for name, grade in score.grades.items():
-            if name.startswith("penalty:"):  # each cheating detector: how often it fired
-                seen = self.penalties.setdefault(name.removeprefix("penalty:"), [0, 0, 0])
-                seen[0 if grade.ok else 2] += 1
-                seen[1] += int(grade.ok and grade.score > 0.5)
         error = record.error
-        if error is not None or score.reward is None:
+        scored = error is None and score.reward is not None
+        for name, grade in score.grades.items():
+            ok = grade.error is None
+            if name.startswith("penalty:"):  # each cheating detector: how often it fired
+                seen = self.penalties.setdefault(name[8:], [0, 0, 0])
+                seen[0 if ok else 2] += 1
+                seen[1] += ok and grade.score > 0.5
+            if scored and ok:
+                column = self._graders.get(name)
+                if column is None:
+                    column = self._graders[name] = (array("q"), array("d"))
+                column[0].append(order)
+                column[1].append(grade.score)
+        if not scored:
             kind = error.kind if error is not None else "grader"
             self.errors[kind] += 1
             if error is not None and order < self.error_examples.get(kind, (order + 1, ""))[0]:
@@ -150,18 +166,12 @@ class Aggregate:
             return
         self._order.append(order)
         self._task.append(task)
-        self._reward.append(float(score.reward))
+        self._reward.append(score.reward)  # type: ignore[arg-type]  # not None: scored
         self._penalty.append(score.penalty)
-        for name, grade in score.grades.items():
-            if grade.ok:
-                column = self._graders.get(name)
-                if column is None:
-                    column = self._graders[name] = (array("q"), array("d"))
-                column[0].append(order)
-                column[1].append(grade.score)
-        tokens = usage.completion_tokens
-        self._completion[0] += tokens
-        self._completion[1] = max(self._completion[1], tokens)
+        completion = self._completion
+        completion[0] += usage.completion_tokens
+        if usage.completion_tokens > completion[1]:
+            completion[1] = usage.completion_tokens
         self._truncated += stop == "length"
         self._empty += _empty_answer(record)
 

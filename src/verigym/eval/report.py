@@ -65,18 +65,26 @@ class Examples:
             heapq.heapreplace(heap, entry)
 
     def add(self, record: Record, order: int) -> None:
+        keep = self._keep
         if record.error is not None:
-            if len(self._errored) < self.third or -order > self._errored[0][0]:
-                self._keep(self._errored, self.third, (-order, record))
+            errored = self._errored
+            if len(errored) < self.third or -order > errored[0][0]:
+                keep(errored, self.third, (-order, record))
         else:
             reward = record.score.reward or 0.0
-            if len(self._low) < self.third or (-reward, -order) > self._low[0][:2]:
-                self._keep(self._low, self.third, (-reward, -order, record))
-            if len(self._high) < self.third or (reward, order) > self._high[0][:2]:
-                self._keep(self._high, self.third, (reward, order, record))
-        mark = zlib.crc32(f"{self.seed}\x1f{record.task_id}\x1f{record.sample_index}".encode())
-        if len(self._hashed) < self.limit or (-mark, -order) > self._hashed[0][:2]:
-            self._keep(self._hashed, self.limit, (-mark, -order, record))
+            low, high = self._low, self._high
+            if len(low) < self.third or -reward > low[0][0] or (-reward == low[0][0] and -order > low[0][1]):
+                keep(low, self.third, (-reward, -order, record))
+            if len(high) < self.third or reward > high[0][0] or (reward == high[0][0] and order > high[0][1]):
+                keep(high, self.third, (reward, order, record))
+        mark = zlib.crc32(b"%d\x1f%s\x1f%d" % (self.seed, record.task_id.encode(), record.sample_index))
+        hashed = self._hashed
+        if (
+            len(hashed) < self.limit
+            or -mark > hashed[0][0]
+            or (-mark == hashed[0][0] and -order > hashed[0][1])
+        ):
+            keep(hashed, self.limit, (-mark, -order, record))
 
     def chosen(self) -> list[Record]:
         """The picked records in run order."""

@@ -1,7 +1,7 @@
 """The results store: one JSON line per ``(task_id, sample_index)``, appended as each finishes.
 
-- ``ResultsWriter`` appends a record and flushes it at once, so a killed process loses at most
-  the line it was writing.
+- ``ResultsWriter`` appends each record as it finishes (the records of one event-loop turn in one
+  write), so a killed process loses at most that turn's records.
 - ``iter_records`` streams a file back one record at a time (``load_records`` lists them); a torn
   last line (a crash mid-write) is ignored, a bad line anywhere else is an error naming the line.
 - ``prepare_resume`` implements ``--resume``: it keeps the finished records (the latest per key),
@@ -11,11 +11,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, NoReturn
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -148,35 +149,75 @@ def prepare_resume(path: str | Path, *, whole_groups_of: int | None = None) -> s
 
 
 class ResultsWriter:
-    """Appends records to a JSONL file, one flushed line each. Use as a context manager."""
+    """Appends records to a JSONL file, each line handed to the kernel in the turn of the event loop
+    that produced it. Use as a context manager.
+
+    Outside an event loop a record is written at once. Inside one, the lines of one loop turn are
+    joined and written by a callback at the start of the next turn: one ``write`` call for the
+    records that finished together, instead of one each, and still before the loop waits for
+    anything. A killed process loses at most the records of its last turn, never half a line that
+    a later append would glue onto (a torn tail is cut when the file is opened again).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._repair_tail()
-        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pending: list[bytes] = []
         self.written = 0
 
     def _repair_tail(self) -> None:
         """Cut a torn last line so the next append starts on a fresh line."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        if not self.path.exists() or (size := self.path.stat().st_size) == 0:
             return
         with self.path.open("rb+") as fh:
-            data = fh.read()
-            if data.endswith(b"\n"):
-                return
-            fh.truncate(data.rfind(b"\n") + 1)
+            end = size
+            while end > 0:  # look back for the last newline, a block at a time
+                start = max(0, end - 65536)
+                fh.seek(start)
+                block = fh.read(end - start)
+                if end == size and block.endswith(b"\n"):
+                    return
+                cut = block.rfind(b"\n")
+                if cut >= 0:
+                    fh.truncate(start + cut + 1)
+                    return
+                end = start
+            fh.truncate(0)
 
     def write(self, record: Record) -> None:
-        self._fh.write(record.model_dump_json() + "\n")
-        self._fh.flush()
+        line = record.__pydantic_serializer__.to_json(record) + b"\n"
         self.written += 1
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write(line)
+            return
+        if not self._pending:
+            loop.call_soon(self.flush)
+        self._pending.append(line)
+
+    def flush(self) -> None:
+        """Write the lines waiting for the end of this loop turn."""
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the results writer is closed")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        if self._fd is not None:
+            self.flush()
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> ResultsWriter:
         return self
