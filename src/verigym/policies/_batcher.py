@@ -32,6 +32,7 @@ class Live:
     closed: bool = False
     short_only: bool = False  # micro-batching mode: only requests much shorter than the pass's room join
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: list[Request] = field(default_factory=list)  # complete, waiting for the loop to resolve them
 
     def register(self, request: Request) -> None:
         self.requests.append(request)
@@ -56,11 +57,26 @@ class Live:
         return taken
 
     def deliver(self, spec: RowSpec, result: RowResult) -> None:
+        """Record a finished row (generating thread); a complete request is resolved on its loop.
+
+        Requests completed while the loop has not yet run the previous wake-up share it: one
+        ``call_soon_threadsafe`` (a syscall) per batch of finished requests, not one per request.
+        """
         request, j = self.owners[id(spec)]
         request.results[j] = result
         if len(request.results) == len(request.specs):
+            with self.lock:
+                self.ready.append(request)
+                if len(self.ready) > 1:
+                    return  # a wake-up is already scheduled and will resolve this one too
             with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                self.loop.call_soon_threadsafe(resolve, request)
+                self.loop.call_soon_threadsafe(self._resolve_ready)
+
+    def _resolve_ready(self) -> None:
+        with self.lock:
+            ready, self.ready = self.ready, []
+        for request in ready:
+            resolve(request)
 
 
 def resolve(request: Request) -> None:

@@ -46,6 +46,8 @@ from verigym.types import Completion, Message, Sampling, Usage
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
+_ENCODE_CACHE = 4096  # prompts whose token ids ``encode`` keeps
+
 _FINISH = {
     "eos": "stop",
     "stop_string": "stop",
@@ -98,6 +100,7 @@ class LocalPolicy(AdapterMixin):
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
         self._adapter: str | None = _AS_IS  # as is: a trainer's PeftModel samples with its own active LoRA
+        self._encoded: dict[tuple[Any, ...], tuple[int, ...]] = {}
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Queue] = (
             weakref.WeakKeyDictionary()
         )
@@ -164,8 +167,26 @@ class LocalPolicy(AdapterMixin):
         return int(getattr(config, "max_position_embeddings", 0) or 1 << 20)
 
     def encode(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
-        """Prompt token ids: the chat template applied, ending with the assistant cue."""
-        return encode_chat(self.tokenizer, messages, tools)
+        """Prompt token ids: the chat template applied, ending with the assistant cue.
+
+        Memoised per (messages, tools, template): the G samples of a GRPO group, and a task seen
+        again, render and tokenise their prompt once (rendering is ~1 ms, more than a tiny model's
+        whole decode step of a row).
+        """
+        if not all(isinstance(m, Message) for m in messages):
+            return encode_chat(self.tokenizer, messages, tools)
+        key = (
+            tuple(messages),
+            json.dumps(tools, sort_keys=True, default=str) if tools else None,
+            getattr(self.tokenizer, "chat_template", None),
+        )
+        ids = self._encoded.get(key)
+        if ids is None:
+            ids = tuple(encode_chat(self.tokenizer, messages, tools))
+            if len(self._encoded) >= _ENCODE_CACHE:
+                self._encoded.pop(next(iter(self._encoded)), None)  # oldest first
+            self._encoded[key] = ids
+        return list(ids)
 
     # ---- sampling -------------------------------------------------------------------------------
 
@@ -216,7 +237,8 @@ class LocalPolicy(AdapterMixin):
         out: list[RowResult] = []
         with self._lock, self._adapter_active(adapter), torch.inference_mode():
             was_training = bool(getattr(self.model, "training", False))
-            self.model.eval()
+            if was_training:  # eval() walks every module: skipped when already in eval mode
+                self.model.eval()
             try:
                 for start in range(0, len(specs), self.max_batch_rows):
                     self.passes += 1
@@ -233,7 +255,8 @@ class LocalPolicy(AdapterMixin):
                         headroom=headroom,
                     )
             finally:
-                self.model.train(was_training)
+                if was_training:
+                    self.model.train(True)
         return out
 
     def completion(

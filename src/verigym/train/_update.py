@@ -63,11 +63,11 @@ class Forward:
 
     def align(self, values: Sequence[Sequence[float]]) -> torch.Tensor:
         width = self.logp.shape[1]
-        out = torch.zeros((len(values), width), dtype=torch.float32)
-        for i, (v, s) in enumerate(zip(values, self.starts, strict=True)):
+        padded = []
+        for v, s in zip(values, self.starts, strict=True):
             chunk = list(v[s : s + width])
-            out[i, : len(chunk)] = torch.tensor(chunk, dtype=torch.float32)
-        return out.to(self.logp.device)
+            padded.append(chunk + [0.0] * (width - len(chunk)))
+        return torch.tensor(padded, dtype=torch.float32).reshape(len(values), width).to(self.logp.device)
 
 
 def _prefix_len(row: Row) -> int:
@@ -96,11 +96,8 @@ def forward_rows(
     uniq: dict[tuple[int, ...], int] = {}
     which = [uniq.setdefault(tuple(r.ids[:p]), len(uniq)) for r, p in zip(rows, starts, strict=True)]
     lp = max(len(k) for k in uniq)
-    pids = torch.full((len(uniq), lp), pad_id, dtype=torch.long)
-    pmask = torch.zeros((len(uniq), lp), dtype=torch.long)
-    for k, j in uniq.items():
-        pids[j, lp - len(k) :] = torch.tensor(k, dtype=torch.long)
-        pmask[j, lp - len(k) :] = 1
+    pids = torch.tensor([[pad_id] * (lp - len(k)) + list(k) for k in uniq], dtype=torch.long)
+    pmask = torch.tensor([[0] * (lp - len(k)) + [1] * len(k) for k in uniq], dtype=torch.long)
     ppos = (pmask.cumsum(-1) - 1).clamp(min=0)
     out = model(
         input_ids=pids.to(device),
@@ -112,11 +109,9 @@ def forward_rows(
     idx = torch.tensor(which, dtype=torch.long, device=device)
     cache.batch_select_indices(idx)
     width = max(len(r.ids) - s for r, s in zip(rows, starts, strict=True))
-    sids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    smask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (r, s) in enumerate(zip(rows, starts, strict=True)):
-        sids[i, : len(r.ids) - s] = torch.tensor(r.ids[s:], dtype=torch.long)
-        smask[i, : len(r.ids) - s] = 1
+    tails = [r.ids[s:] for r, s in zip(rows, starts, strict=True)]
+    sids = torch.tensor([[*t, *[pad_id] * (width - len(t))] for t in tails], dtype=torch.long)
+    smask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], dtype=torch.long)
     spos = torch.tensor(starts, dtype=torch.long)[:, None] + torch.arange(width)[None, :]
     att = torch.cat([pmask.to(device)[idx], smask.to(device)], dim=1)
     out2 = model(
