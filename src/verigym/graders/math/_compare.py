@@ -14,7 +14,7 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._numeric import close, expr_eq, num, points, sample, scalar_eq
+from verigym.graders.math._numeric import close, expr_eq, num, point_value, points, sample, scalar_eq
 from verigym.graders.math._values import (
     Eqn,
     Group,
@@ -40,9 +40,12 @@ def _ratio_const(d1: Any, d2: Any) -> bool:
     ratios = []
     for pt in points(syms, 5, 99):
         try:
-            a, b = complex(d1.evalf(20, subs=pt)), complex(d2.evalf(20, subs=pt))
+            a0, b0 = point_value(d1, pt), point_value(d2, pt)
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, AttributeError):
             continue
+        if a0 is None or b0 is None:
+            continue
+        a, b = a0, b0
         if abs(b) < 1e-12 or not math.isfinite(abs(a)) or not math.isfinite(abs(b)):
             continue
         ratios.append(a / b)

@@ -1,25 +1,26 @@
-"""A fast path from simple LaTeX to sympy, bypassing the ANTLR parser (10-100x slower).
+"""A fast path from LaTeX to sympy, bypassing the ANTLR parser of ``latex2sympy2_extended``
+(10-100x slower), with that parser's conventions.
 
-Covers numbers, single-letter variables, lower-case Greek letters, subscripted variables
-(``x_1``, ``a_{37}``), ``+ - * / ^ !``, parentheses and braces, ``\\frac``, ``\\sqrt`` (and
-``\\sqrt[n]``), ``\\pi``, ``\\infty``, ``\\cdot``, ``\\times``, ``\\div``, implicit products,
-``e^{...}``, functions applied to parentheses (``\\sin(x)``, ``\\ln(x)``) and to one bare operand
-that ends a term (``\\sin\\theta``, ``\\cos 2 + x``). Anything else returns None and the caller uses
-``latex2sympy2_extended``. The conventions are that parser's: letters are lower-cased symbols,
-``e`` is Euler's number, ``\\log`` is base 10, ``x_{2}`` is ``x_2``, and a function's bare argument
-runs over an implicit product that follows (``\\sin x y``: left to it), but an explicit ``\\cdot``
-or ``\\times`` ends it (``\\cot t \\cdot \\ln t`` is ``cot(t) ln(t)``, where that parser reads
-``cot(t ln t)``).
+Covers numbers, letters (a run such as ``ab`` or ``2Cx`` is a product; letters are lower-cased,
+``e`` is Euler's number, ``E`` a symbol), lower-case Greek letters, subscripts (``x_1``,
+``a_{37}``, ``F_{n-k-1}``), ``+ - * / : ^ !``, ``\\cdot``, ``\\times``, ``\\div``, parentheses and
+braces, implicit products, mixed numbers (``2\\frac{1}{2}`` at the end of a term), ``\\frac``,
+``\\binom``, ``\\sqrt`` (and ``\\sqrt[n]``), ``|x|``, ``\\lfloor``/``\\lceil``, ``\\min``/``\\max``,
+``\\pi``, ``\\infty``, ``\\ldots`` inside a sum or product (dropped, as that parser does),
+``\\sum``/``\\prod`` with ``_{k=a}^{b}``, ``e^{...}``, ``\\log_b``, and functions applied to
+parentheses or to a bare argument. A bare argument runs over the implicit product that follows
+(``\\sin 2x`` is ``sin(2x)``, ``\\tan \\frac{7}{5} \\pi`` is ``tan(7 pi / 5)``) up to a sign, another
+function or an explicit product sign: ``\\cot t \\cdot \\ln t`` is ``cot(t) ln(t)`` (the full parser
+reads ``cot(t ln t)``). ``f(x)``, ``T(12)``, ``g(x_1, 2)`` apply a function; ``f(x+1)`` and
+``f(-3/4)`` are products, as there. Anything else returns None and the caller uses the full parser.
 """
 
 from __future__ import annotations
 
 import re
-from tokenize import TokenError
 from typing import Any
 
 import sympy
-from sympy.parsing.sympy_parser import parse_expr
 
 __all__ = ["fast_sympy"]
 
@@ -27,38 +28,26 @@ _FUNCS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "cot": "cot", "sec": "sec", "csc": "csc",
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "ln": "log", "log": "log10", "exp": "exp",
 }  # fmt: skip
+# no \\gamma: the full parser reads it as Euler's constant
 _GREEK = (
-    "alpha",
-    "beta",
-    "delta",
-    "epsilon",
-    "varepsilon",
-    "zeta",
-    "eta",
-    "theta",
-    "kappa",
-    "lambda",
-    "mu",
-    "nu",
-    "xi",
-    "rho",
-    "sigma",
-    "tau",
-    "phi",
-    "varphi",
-    "chi",
-    "psi",
-    "omega",
-)  # fmt: skip  (no \\gamma: the full parser reads it as Euler's constant)
+    "alpha", "beta", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "kappa", "lambda", "mu",
+    "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
+)  # fmt: skip
+_OTHER = ("frac", "binom", "sqrt", "pi", "cdot", "times", "div", "infty", "ldots", "sum", "prod", "min", "max")  # fmt: skip
+_PAIRS = {"\\lfloor": ("\\rfloor", "floor"), "\\lceil": ("\\rceil", "ceiling")}
 _CMDS = (
-    r"\\(?:frac|sqrt|pi|cdot|times|div|infty|" + "|".join(_FUNCS) + "|" + "|".join(_GREEK) + r")(?![a-zA-Z])"
+    r"\\(?:" + "|".join((*_OTHER, *_FUNCS, *_GREEK, "lfloor", "rfloor", "lceil", "rceil")) + r")(?![a-zA-Z])"
 )
-_SUB = r"_(?:\{[a-z0-9]+\}|[a-z0-9])"
-_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|" + _SUB + r"|[a-zA-Z]|[+\-*/^!(){}\[\],]|\s+")
-_ENDS_TERM = (None, "+", "-", ")", "}", "\\cdot", "\\times")
+_SUB = r"_(?:\{[a-zA-Z0-9+\- ]+\}|[a-zA-Z0-9])"
+_TOKEN = re.compile(r"\d+\.\d*|\.\d+|\d+|" + _CMDS + r"|" + _SUB + r"|[a-zA-Z]|[+\-*/^!(){}\[\],:|=_]|\s+")
+_ENDS_RUN = ("\\sum", "\\prod", "\\min", "\\max")  # like a function, these end a bare argument
+_PRODUCT_SIGNS = ("*", "/", ":", "\\cdot", "\\times", "\\div")
+_STOPS = (None, "+", "-", ")", "}", "]", ",", "|", "=", "\\rfloor", "\\rceil", *_PRODUCT_SIGNS)
 _LOCALS: dict[str, Any] = {
     "pi": sympy.pi, "E": sympy.E, "oo": sympy.oo, "sqrt": sympy.sqrt, "root": sympy.root,
-    "factorial": sympy.factorial, "log10": lambda x: sympy.log(x, 10),
+    "factorial": sympy.factorial, "log10": lambda x: sympy.log(x, 10), "binomial": sympy.binomial,
+    "Abs": sympy.Abs, "floor": sympy.floor, "ceiling": sympy.ceiling, "Min": sympy.Min, "Max": sympy.Max,
+    "Sum": sympy.Sum, "Product": sympy.Product, "_n": sympy.Rational,
     **{py: getattr(sympy, py) for py in _FUNCS.values() if py != "log10"},
 }  # fmt: skip
 
@@ -67,12 +56,21 @@ class _Unsupported(Exception):
     pass
 
 
+def _num(t: str) -> str:
+    return f"_n({t!r})"
+
+
+def _sub_name(base: str, sub: str) -> str:
+    """``x`` + ``_{2}`` -> ``x_2``; ``F`` + ``_{n - k}`` -> ``f_{n-k}`` (the full parser's names)."""
+    inner = (sub[2:-1] if sub.startswith("_{") else sub[1:]).replace(" ", "").lower()
+    return f"{base.lower()}_{inner if len(inner) == 1 else '{' + inner + '}'}"
+
+
 class _Reader:
     """Recursive translation of a token list into a Python expression string."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.toks = [t for t in tokens if not t.isspace()]
-        self.spaced = tokens
         self.i = 0
         self.symbols: dict[str, Any] = {}  # placeholder identifier -> named symbol (x_1, lambda)
 
@@ -82,32 +80,61 @@ class _Reader:
         self.symbols[ident] = sympy.Symbol(name)
         return ident
 
-    def subscript(self, base: str) -> str:
-        """``x_1`` / ``x_{12}``: the full parser's name (one-character braces dropped)."""
-        sub = self.take()[1:]
-        inner = sub[1:-1] if sub.startswith("{") else sub
-        return self.named(f"{base}_{inner if len(inner) == 1 else '{' + inner + '}'}")
+    def at(self, k: int) -> str | None:
+        return self.toks[k] if k < len(self.toks) else None
 
-    def call(self, name: str) -> str:
+    def peek(self) -> str | None:
+        return self.at(self.i)
+
+    def take(self, want: str | None = None) -> str:
+        t = self.peek()
+        if t is None or (want is not None and t != want):
+            raise _Unsupported
+        self.i += 1
+        return t
+
+    def letter(self, t: str) -> str:
+        """One letter, with its subscript: ``x``, ``x_1``, ``e`` (Euler's number), ``E`` (a symbol)."""
+        if (self.peek() or "").startswith("_"):
+            if t in "eE" or self.peek() == "_":
+                raise _Unsupported
+            name = self.named(_sub_name(t, self.take()))
+            if self.peek() == "(":
+                raise _Unsupported  # "F_{n}(x)": a function application there
+            return name
+        if t == "d" and (self.peek() or " ").isalpha() and len(self.peek() or "") == 1:
+            raise _Unsupported  # "dx": the full parser reads a differential symbol
+        if t == "E":
+            return self.named("e")
+        return "E" if t == "e" else t.lower()
+
+    def call(self, name: str) -> str | None:
         """``f(x)``, ``T(12)``, ``f(x_1, y)``: the full parser's function application, which it
-        applies only to plain arguments (``x(x+1)`` and ``f(-3/4)`` are products there)."""
+        applies only to plain arguments; with a sign inside (``f(x+1)``, ``f(-3/4)``, ``x(x-1)``)
+        it reads a product (None: the caller reads the letter alone). Anything else: unsupported."""
         j, args = self.i + 1, []
+        if name in "eE" or self.at(j) == ")":
+            raise _Unsupported  # "e(x)" is a product with Euler's number there
+        depth, k = 0, j
+        while (t := self.at(k)) is not None and not (t == ")" and depth == 0):
+            depth += (t in "({") - (t in ")}")
+            if t in ("+", "-"):
+                return None
+            k += 1
         while j < len(self.toks):
             t = self.toks[j]
             if t.isdigit():
-                args.append(t)
+                args.append(_num(t))
             elif len(t) == 1 and t.islower() and t not in "ei":
-                sub = self.toks[j + 1] if j + 1 < len(self.toks) else ""
+                sub = self.at(j + 1) or ""
                 if sub.startswith("_"):
-                    args.append(
-                        self.named(f"{t}_{sub[2:-1] if sub.startswith('_{') and len(sub) == 4 else sub[1:]}")
-                    )
+                    args.append(self.named(_sub_name(t, sub)))
                     j += 1
                 else:
                     args.append(t)
             else:
                 raise _Unsupported
-            nxt = self.toks[j + 1] if j + 1 < len(self.toks) else None
+            nxt = self.at(j + 1)
             j += 2
             if nxt == ")":
                 break
@@ -115,38 +142,10 @@ class _Reader:
                 raise _Unsupported
         else:
             raise _Unsupported
-        if name in "eE":
-            raise _Unsupported  # "e(x)" is a product with Euler's number there
         self.i = j
         ident = f"_f{len(self.symbols)}"
         self.symbols[ident] = sympy.Function(name)
         return f"{ident}({', '.join(args)})"
-
-    def bare_operand(self) -> str | None:
-        """A function's argument without parentheses (``\\sin\\theta``, ``\\cos 2``), only when a
-        sum, a bracket or an explicit product sign follows: ``\\cot t \\cdot \\ln t`` is
-        ``cot(t) ln(t)`` (the full parser would read ``cot(t ln t)``); ``\\sin x y`` is left to it."""
-        t = self.peek()
-        if t is None or not (t.isdigit() or (len(t) == 1 and t.isalpha()) or t[1:] in _GREEK or t == "\\pi"):
-            return None
-        j = self.i + 1
-        if j < len(self.toks) and self.toks[j].startswith("_"):
-            j += 1
-        if (self.toks[j] if j < len(self.toks) else None) not in _ENDS_TERM:
-            return None
-        if t.isdigit():
-            self.take()
-            return t
-        return self.operand()
-
-    def peek(self) -> str | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take(self) -> str:
-        if self.i >= len(self.toks):
-            raise _Unsupported
-        self.i += 1
-        return self.toks[self.i - 1]
 
     def group(self) -> str:
         """One argument: ``{...}``, ``(...)`` or a single digit/letter/command operand."""
@@ -154,116 +153,215 @@ class _Reader:
         if t in ("{", "("):
             return f"({self.until('}' if t == '{' else ')')})"
         if re.fullmatch(r"\d|[a-zA-Z]", t):
-            return t.lower()
+            return self.letter(t) if t.isalpha() else _num(t)
         if t == "\\pi":
             return "pi"
         raise _Unsupported
 
     def until(self, close: str) -> str:
-        code = self.expr(stop=close)
-        if self.take() != close:
-            raise _Unsupported
+        code = self.expr(stops=(close,))
+        self.take(close)
         return code
 
-    def operand(self) -> str:
+    def args(self) -> list[str]:
+        """``(a, b, ...)`` after ``\\min``/``\\max``."""
+        self.take("(")
+        out = [self.expr(stops=(",", ")"))]
+        while self.peek() == ",":
+            self.take()
+            out.append(self.expr(stops=(",", ")")))
+        self.take(")")
+        return out
+
+    def run(self) -> str:
+        """A bare argument: the implicit product of operands up to a sign, ``\\cdot``/``\\times``,
+        a closing bracket or another function; ``(`` inside it, or ``/``, ``:``, ``*`` after it
+        (which the full parser takes into the argument) are left to the full parser."""
+        parts: list[str] = []
+        while (t := self.peek()) not in _STOPS and not (t[1:] in _FUNCS or t in _ENDS_RUN):
+            if parts and t == "(":
+                raise _Unsupported  # "\sin x (1)": the full parser calls x
+            nxt = self.at(self.i + 1) or ""
+            if (t[0].isdigit() or t[0] == ".") and (nxt == "\\frac" or nxt[:1] in (".", *"0123456789")):
+                raise _Unsupported  # "\\cos 3\\frac{1}{4}" (a mixed number there), "\\sin 2 3"
+            parts.append(self.postfix(self.operand(in_run=True)))
+        if not parts or self.peek() in ("/", ":", "*", "\\div"):
+            raise _Unsupported  # "\\sin x / y": the full parser reads sin(x/y); left to it
+        return "(" + " * ".join(parts) + ")"
+
+    def paren_or_run(self) -> str:
+        if self.peek() == "(":
+            self.take()
+            return f"({self.until(')')})"
+        return self.run()
+
+    def function(self, t: str) -> str:
+        name = _FUNCS[t[1:]]
+        base = ""
+        if t == "\\log" and (self.peek() or "").startswith("_"):
+            sub = self.take()
+            inner = sub[2:-1].strip() if sub.startswith("_{") else sub[1:]
+            if not inner.isdigit():
+                raise _Unsupported
+            name, base = "log", f", {_num(inner)}"
+        power = ""
+        if self.peek() == "^":
+            self.take()
+            power = self.group()
+        arg = self.paren_or_run()
+        call = f"{name}({arg}{base})"
+        return f"({call})**({power})" if power else call
+
+    def big_operator(self, t: str) -> str:
+        """``\\sum_{k=a}^{b} body``: the body is a parenthesis or a bare argument."""
+        self.take("_")
+        self.take("{")
+        var = self.take()
+        if not (len(var) == 1 and var.isalpha()) or (self.peek() or "").startswith("_"):
+            raise _Unsupported
+        self.take("=")
+        lo = self.until("}")
+        self.take("^")
+        hi = self.group()
+        body = self.paren_or_run()
+        op = "Sum" if t == "\\sum" else "Product"
+        return f"{op}({body}, ({self.letter(var)}, {lo}, {hi}))"
+
+    def operand(self, in_run: bool = False) -> str:
         t = self.take()
         if t in ("{", "("):
             return f"({self.until('}' if t == '{' else ')')})"
+        if t == "|":
+            return f"Abs({self.until('|')})"
+        if t in _PAIRS:
+            close, fn = _PAIRS[t]
+            return f"{fn}({self.until(close)})"
         if t == "\\frac":
             return f"(({self.group()})/({self.group()}))"
+        if t == "\\binom":
+            return f"binomial({self.group()}, {self.group()})"
         if t == "\\sqrt":
             if self.peek() == "[":
                 self.take()
                 n = self.until("]")
                 return f"root({self.group()}, {n})"
             return f"sqrt({self.group()})"
-        if t[1:] in _FUNCS:
-            power = ""
-            if self.peek() == "^":
-                self.take()
-                power = self.group()
-            if self.peek() != "(":
-                arg = self.bare_operand()
-                if arg is None:
-                    raise _Unsupported  # "\sin 2x": argument extent is the full parser's call
-                call = f"{_FUNCS[t[1:]]}({arg})"
-                return f"({call})**({power})" if power else call
-            self.take()
-            call = f"{_FUNCS[t[1:]]}({self.until(')')})"
-            return f"({call})**({power})" if power else call
+        if t in ("\\min", "\\max"):
+            return f"{t[1:].capitalize()}({', '.join(self.args())})"
+        if t[1:] in _FUNCS and not in_run:
+            return self.function(t)
+        if t in ("\\sum", "\\prod") and not in_run:
+            return self.big_operator(t)
         if t == "\\pi":
+            if self.peek() == "(":
+                raise _Unsupported  # "\\pi (x)": a function application there
             return "pi"
         if t[1:] in _GREEK:
             if self.peek() == "(":
                 raise _Unsupported
-            return self.subscript(t[1:]) if (self.peek() or "").startswith("_") else self.named(t[1:])
+            sub = self.take() if (self.peek() or "").startswith("_") else None
+            if self.peek() == "(":
+                raise _Unsupported
+            return self.named(_sub_name(t[1:], sub) if sub else t[1:])
         if t == "\\infty":
             return "oo"
         if t[0].isdigit() or t[0] == ".":
-            return t
-        if t.isalpha():
+            if t.isdigit() and re.fullmatch(r"_\{?\d+\}?", self.peek() or ""):
+                self.take()  # "204_5": the full parser drops a base subscript
+            return _num(t)
+        if len(t) == 1 and t.isalpha():
+            if self.peek() == "(" and in_run:
+                raise _Unsupported  # "\\tan x T(12)": a product there
             if self.peek() == "(":
-                return self.call(t)
-            if t in ("E", "e") and (self.peek() or "").startswith("_"):
-                raise _Unsupported
-            if (self.peek() or "").startswith("_"):
-                return self.subscript(t.lower())
-            if t == "E":
-                raise _Unsupported  # the full parser reads "E" as a symbol and "e" as Euler's number
-            return "E" if t == "e" else t.lower()
+                call = self.call(t)
+                if call is not None:
+                    return call
+            return self.letter(t)
         raise _Unsupported
 
-    def expr(self, stop: str | None = None) -> str:
+    def postfix(self, chunk: str) -> str:
+        while self.peek() in ("^", "!"):
+            if self.take() == "!":
+                chunk = f"factorial({chunk})"
+            else:
+                chunk = f"({chunk})**({self.group()})"
+        return chunk
+
+    def expr(self, stops: tuple[str, ...] = ()) -> str:
+        """Terms joined by signs; an implicit product binds tighter than ``/`` and ``:`` there
+        (``x/2y`` is ``x/(2y)``), so each run of juxtaposed operands is one parenthesised unit."""
         out: list[str] = []
-        prev_operand = False
-        while (t := self.peek()) is not None and t != stop:
-            if t in ("+", "-", "*", "/", "\\cdot", "\\times", "\\div"):
+        run: list[str] = []
+        last_number = False
+
+        def flush() -> None:
+            if run:
+                out.append(run[0] if len(run) == 1 else "(" + " * ".join(run) + ")")
+                run.clear()
+
+        while (t := self.peek()) is not None and not (t in stops and (run or t != "|")):
+            if t in ("+", "-", *_PRODUCT_SIGNS):
                 self.take()
-                out.append({"\\cdot": "*", "\\times": "*", "\\div": "/"}.get(t, t))
-                prev_operand = False
+                flush()
+                out.append({"\\cdot": "*", "\\times": "*", "\\div": "/", ":": "/"}.get(t, t))
                 continue
-            if t in (")", "}", "]", "^", "!"):
+            if t == "\\ldots":
+                # "a + \ldots + b", "(v - a_1) \ldots (v - a_n)": the full parser drops it
+                after = self.at(self.i + 1)
+                if not (
+                    (not run and out and out[-1] == "+" and after == "+") or (run and after not in _STOPS)
+                ):
+                    raise _Unsupported
+                self.take()
+                continue
+            if t in (")", "}", "]", "^", "!", ",", "=", "\\rfloor", "\\rceil"):
                 raise _Unsupported
-            if prev_operand and (t[0].isdigit() or t == "\\frac") and re.search(r"[\d.]$", out[-1]):
-                raise _Unsupported  # "1 000", "2 3", "2\frac{1}{2}" (a mixed number)
-            chunk = self.operand()
-            while self.peek() in ("^", "!"):
-                if self.take() == "!":
-                    chunk = f"factorial({chunk})"
-                else:
-                    chunk = f"({chunk})**({self.group()})"
-            if prev_operand:
-                out.append("*")
-            out.append(chunk)
-            prev_operand = True
-        return "".join(out)
+            if run and last_number and (t[0].isdigit() or t[0] == "." or t == "\\frac"):
+                raise _Unsupported  # "1 000", "2 3", "2\frac{1}{2}" after an implicit product
+            last_number = t[0].isdigit() or t[0] == "."
+            if (
+                t[0].isdigit()
+                and self.at(self.i + 1) == "\\frac"
+                and not run
+                and (not out or out[-1] in "+-")
+            ):
+                run.append(self.mixed())
+            else:
+                run.append(self.postfix(self.operand()))
+        flush()
+        return " ".join(out)
+
+    def mixed(self) -> str:
+        """``2\\frac{1}{2}`` ending a term is a mixed number (the full parser's reading)."""
+        whole, _, _, num, _, _, den, _ = self.toks[self.i : self.i + 8]
+        shape = ["{", num, "}", "{", den, "}"]
+        if not (num.isdigit() and den.isdigit()) or self.toks[self.i + 2 : self.i + 8] != shape:
+            raise _Unsupported
+        self.i += 8
+        if not whole.isdigit() or self.peek() not in _STOPS:
+            raise _Unsupported  # "2 \\frac{1}{2} x" is a product there
+        return f"({_num(whole)} + {_num(num)} / {_num(den)})"
 
 
 def fast_sympy(s: str) -> Any | None:
-    """sympy for a simple expression, or None when the full parser is needed."""
+    """sympy for an expression the reader covers, or None when the full parser is needed."""
     tokens = _TOKEN.findall(s)
     if "".join(tokens) != s or not tokens:
         return None
-    if any(t.isalpha() and len(t) == 1 for t in tokens) and re.search(r"(?<!\\)[a-zA-Z]{2,}", _plain(s)):
-        return None  # multi-letter words ("xy", "Evelyn") go through the full parser
     reader = _Reader(tokens)
     try:
         code = reader.expr()
         if reader.peek() is not None or not code:
             return None
-    except _Unsupported:
+    except (_Unsupported, IndexError, ValueError):
         return None
     names = dict(_LOCALS)
     names.update(reader.symbols)
     names.update({c: sympy.Symbol(c) for c in set(re.findall(r"(?<![a-zA-Z_])[a-z](?![a-zA-Z_(])", code))})
-    try:
-        expr = parse_expr(code, local_dict=names)
-    except (SyntaxError, TypeError, ValueError, ZeroDivisionError, TokenError, AttributeError):
+    try:  # the code holds only names of the table above and sympy numbers: no parse_expr needed
+        expr = eval(compile(code, "<latex>", "eval"), {"__builtins__": {}}, names)
+    except (SyntaxError, TypeError, ValueError, ZeroDivisionError, AttributeError, RecursionError):
         return None
     if isinstance(expr, sympy.Basic) and expr.has(sympy.zoo, sympy.nan):
         return None  # "\\cot\\pi": the full parser keeps cot(pi) unevaluated
     return expr
-
-
-def _plain(s: str) -> str:
-    return re.sub(_CMDS, " ", s)

@@ -37,6 +37,7 @@ _RENAME = (
     (re.compile(r"\\(?:leqslant|leq|le)(?![a-zA-Z])|<=|=<"), r"\\le "),
     (re.compile(r"\\(?:geqslant|geq|ge)(?![a-zA-Z])|>=|=>"), r"\\ge "),
     (re.compile(r"\\(?:neq|ne)(?![a-zA-Z])|!="), r"\\ne "),
+    (re.compile(r"\\(?:cupdot|sqcup)(?![a-zA-Z])"), r"\\cup "),  # a disjoint union is a union
     (re.compile(r"\\lt(?![a-zA-Z])"), "<"),
     (re.compile(r"\\gt(?![a-zA-Z])"), ">"),
     (re.compile(r"\\(?:textnormal|textbf|textit|textrm|mbox|hbox|texttt)\s*\{"), r"\\text{"),

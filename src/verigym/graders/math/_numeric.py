@@ -19,9 +19,10 @@ from typing import Any
 
 import sympy
 
+from verigym.graders.math._floats import Unsure, fvalue
 from verigym.graders.math._values import Scalar
 
-__all__ = ["close", "expr_eq", "num", "points", "sample", "scalar_eq"]
+__all__ = ["close", "expr_eq", "num", "point_value", "points", "sample", "scalar_eq"]
 
 _REL_TOL = 1e-9
 _PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
@@ -107,14 +108,45 @@ def _agree(va: Any, vb: Any) -> bool:
     return bool(scale == 0 or abs(va - vb) <= 1e-8 * scale)
 
 
+def point_value(e: Any, pt: dict[Any, float]) -> complex | None:
+    """``e`` at ``pt`` as a complex: the float walk when it can vouch for it, else ``evalf``."""
+    try:
+        return fvalue(e, pt)
+    except Unsure:
+        v = _value_at(e, pt)
+        return None if v is None else complex(v)
+
+
+def _fast_verdict(a: Any, b: Any, pt: dict[Any, float]) -> tuple[complex, complex] | None:
+    try:
+        return fvalue(a, pt), fvalue(b, pt)
+    except Unsure:
+        return None
+
+
+def _real_ish(z: complex) -> bool:
+    return abs(z.imag) <= 1e-12 * abs(z)
+
+
 def sample(a: Any, b: Any, syms: list[Any]) -> bool | None:
     """Numeric identity test of ``a`` and ``b``: True/False, or None when it cannot evaluate.
 
     Equal at 6 random positive points (the usual domain of answers: sqrt(1/n) = 1/sqrt(n)), and
     not different at negative points where both sides are real (|x| is not x). Values stay sympy
-    numbers, so tiny magnitudes are compared, not flushed to zero."""
+    numbers, so tiny magnitudes are compared, not flushed to zero. Each point is first tried with
+    the float walk (``_floats``), which decides only with a wide margin (agreement within 1e-10
+    or a difference above 1e-6, where the rule's bound is 1e-8); ``evalf`` decides the rest."""
     seen = 0
     for pt in points(syms, 6, 1234):
+        fast = _fast_verdict(a, b, pt)
+        if fast is not None:
+            fa, fb = fast
+            scale = max(abs(fa), abs(fb))
+            if abs(fa - fb) <= 1e-10 * scale:
+                seen += 1
+                continue
+            if abs(fa - fb) > 1e-6 * scale:
+                return False
         va, vb = _value_at(a, pt), _value_at(b, pt)
         if va is None or vb is None:
             continue
@@ -125,6 +157,13 @@ def sample(a: Any, b: Any, syms: list[Any]) -> bool | None:
         return None
     for pt in points(syms, 3, 4321):
         neg = {s: -v for s, v in pt.items()}
+        fast = _fast_verdict(a, b, neg)
+        if fast is not None:
+            fa, fb = fast
+            if abs(fa.imag) > 1e-6 * abs(fa) or abs(fb.imag) > 1e-6 * abs(fb):
+                continue  # a complex value: the rule compares only real ones
+            if _real_ish(fa) and _real_ish(fb) and abs(fa - fb) <= 1e-10 * max(abs(fa), abs(fb)):
+                continue  # equal here, whatever evalf says of realness
         va, vb = _value_at(a, neg), _value_at(b, neg)
         if va is not None and vb is not None and va.is_real and vb.is_real and not _agree(va, vb):
             return False

@@ -14,6 +14,7 @@ from typing import Any
 
 import sympy
 
+from verigym.graders.math._fast import fast_sympy
 from verigym.graders.math._norm import Decor, clean, split_decor, split_top
 from verigym.graders.math._values import (
     NUM_RE,
@@ -56,6 +57,8 @@ def parse(s: str) -> tuple[Value, ...]:
     # "7,425,000" / "1 000" (thousands) and "1,22" / "0,111" (decimal comma) are also one number.
     if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
         readings.append(decimal_scalar(s.replace(",", "").replace(" ", "")))
+        if "," not in s:
+            return tuple(readings)  # "1 000" has no other reading (the full parser: 1*000 = 0)
     elif re.fullmatch(r"-?\d+,\d+", s):
         readings.append(decimal_scalar(s.replace(",", ".")))
     readings.append(_parse_list(s))
@@ -211,8 +214,10 @@ def _parse_atom(s: str) -> Value:
     if NUM_RE.match(core):
         sc = decimal_scalar(core)
         return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
-    if _is_text(core):
+    if _is_text(core) or _is_word(core):
         return Text(_norm_text(core))
+    if _WORDY.search(re.sub(r"\\text\{[^{}]*\}", " ", core)) and fast_sympy(core) is None:
+        return Text(_norm_text(core))  # prose the expression reader cannot read: not mathematics
     try:
         expr = to_sympy(core)
     except ParseError:
@@ -236,6 +241,15 @@ def _is_text(s: str) -> bool:
     if s.startswith("\\text{") and s.endswith("}") and _balanced(s[6:-1]) and not re.search(r"\d", s):
         return True
     return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
+
+
+_WORDY = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}")
+_WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", "neither", "both"}
+
+
+def _is_word(s: str) -> bool:
+    """One word (``circle``, ``Maximum``, ``odd``), not a product of letters (``ab``, ``xyz``)."""
+    return bool(re.fullmatch(r"[A-Za-z]{4,}", s)) or s.lower() in _WORDS
 
 
 def _norm_text(s: str) -> str:
