@@ -3,7 +3,7 @@ concurrent ``verigym serve`` under mixed load (abandoned streams, malformed bodi
 
     .venv/bin/python benchmarks/soak.py --minutes 30 --seed 0 --out runs/soak
 
-Eval side: an aiohttp server on 127.0.0.1 answers arithmetic prompts ("12+34=") and injects a fault
+Eval side: a fake OpenAI server on 127.0.0.1 (``verigym.testing``: uvicorn) answers arithmetic prompts ("12+34=") and injects a fault
 into a share of requests: HTTP 500, HTTP 429 (Retry-After), a hang past the client's timeout, a body
 cut off mid-JSON, and a 200 with a body that is not JSON. Each round is one eval run (``-n`` tasks,
 ``-k`` samples) that is started with ``--resume`` (always, as a script would), SIGKILLed after a
@@ -24,11 +24,9 @@ Prints one JSON report (also written to OUT/report.json) and MET/NOT MET for the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -39,96 +37,29 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiohttp import web
+
+from verigym.testing import FakeOpenAIServer, arithmetic_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTS = ("500", "429", "hang", "cut", "badjson")
 
 
-class FaultServer:
-    """An OpenAI-compatible chat endpoint that answers arithmetic exactly or injects a fault."""
+def fault_server(fault_rate: float, seed: int, hang_s: float) -> FakeOpenAIServer:
+    """An OpenAI-compatible chat endpoint (``verigym.testing``, uvicorn on 127.0.0.1) that answers
+    arithmetic exactly or, for a ``fault_rate`` share of requests, injects one of ``FAULTS``."""
+    rng = random.Random(seed)
 
-    def __init__(self, fault_rate: float, seed: int, hang_s: float) -> None:
-        self.rng = random.Random(seed)
-        self.fault_rate, self.hang_s = fault_rate, hang_s
-        self.requests = 0
-        self.faults: Counter[str] = Counter()
-        self.port = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+    def plan(body: dict[str, Any], attempt: int) -> str | None:
+        return rng.choice(FAULTS) if rng.random() < fault_rate else None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> FaultServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("fault server did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    def _serve(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
-        runner = web.AppRunner(app, access_log=None)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        loop.run_forever()
-
-    async def _models(self, _: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.requests += 1
-        fault = self.rng.choice(FAULTS) if self.rng.random() < self.fault_rate else None
-        if fault:
-            self.faults[fault] += 1
-        if fault == "500":
-            return web.json_response({"error": {"message": "injected"}}, status=500)
-        if fault == "429":
-            return web.json_response(
-                {"error": {"message": "injected"}}, status=429, headers={"Retry-After": "0.2"}
-            )
-        if fault == "hang":
-            await asyncio.sleep(self.hang_s)
-        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
-        expr = user.strip().rstrip("=").strip()
-        answer = str(eval(expr, {"__builtins__": {}})) if re.fullmatch(r"[\d+\-*() ]+", expr) else "0"
-        payload = {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "fake",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-        }
-        raw = json.dumps(payload).encode()
-        if fault == "badjson":
-            return web.Response(body=b'{"choices": [ not json', content_type="application/json")
-        if fault == "cut":  # announce the whole body, send half, drop the connection
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.content_length = len(raw)
-            await resp.prepare(request)
-            await resp.write(raw[: len(raw) // 2])
-            if request.transport is not None:
-                request.transport.close()
-            return resp
-        return web.Response(body=raw, content_type="application/json")
+    return FakeOpenAIServer(
+        plan,
+        answer=arithmetic_answer,
+        slow_s=hang_s,
+        retry_after="0.2",
+        models=("fake",),
+        keep_requests=False,
+    )
 
 
 def _expected_keys(n: int, k: int, seed: int) -> set[tuple[str, int]]:
@@ -319,7 +250,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
-    faults = FaultServer(args.fault_rate, args.seed, hang_s=args.client_timeout * 3).start()
+    faults = fault_server(args.fault_rate, args.seed, hang_s=args.client_timeout * 3).start()
     load = None if args.no_serve else ServeLoad(args.seed)
     rss_start = 0
     if load is not None:
@@ -348,7 +279,7 @@ def main() -> None:
         "seed": args.seed,
         "eval_rounds": len(rounds),
         "eval_samples": len(rounds) * args.tasks * args.samples,
-        "fault_server_requests": faults.requests,
+        "fault_server_requests": faults.n_requests,
         "faults_injected": dict(faults.faults),
         **total,
         "serve": None
