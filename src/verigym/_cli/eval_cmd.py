@@ -158,24 +158,40 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
+        refresh_per_second=4,
     )
     bar = progress.add_task(f"eval {config.env}", total=None, rate=0.0, reward="–", errors=0)
-    stats = {"n": 0, "sum": 0.0, "scored": 0, "errors": 0, "t0": time.perf_counter()}
+    stats = {
+        "n": 0,
+        "sum": 0.0,
+        "scored": 0,
+        "errors": 0,
+        "t0": time.perf_counter(),
+        "unshown": 0,
+        "shown_at": 0.0,
+    }
 
     def started(total: int, done: int) -> None:
         progress.update(bar, total=total, completed=done)
         stats["t0"] = time.perf_counter()
 
+    def show() -> None:
+        now = time.perf_counter()
+        reward = f"{stats['sum'] / stats['scored']:.3f}" if stats["scored"] else "–"
+        rate = stats["n"] / max(now - stats["t0"], 1e-9)
+        progress.update(bar, advance=stats["unshown"], rate=rate, reward=reward, errors=stats["errors"])
+        stats["unshown"], stats["shown_at"] = 0, now
+
     def advance(record: Record) -> None:
         stats["n"] += 1
+        stats["unshown"] += 1
         if record.error is None and record.score.reward is not None:
             stats["scored"] += 1
             stats["sum"] += record.score.reward
         else:
             stats["errors"] += 1
-        elapsed = max(time.perf_counter() - stats["t0"], 1e-9)
-        reward = f"{stats['sum'] / stats['scored']:.3f}" if stats["scored"] else "–"
-        progress.update(bar, advance=1, rate=stats["n"] / elapsed, reward=reward, errors=stats["errors"])
+        if time.perf_counter() - stats["shown_at"] >= 0.1:  # the bar redraws 4x a second: no need for more
+            show()
 
     async def main() -> EvalResult:
         me = asyncio.current_task()
@@ -199,6 +215,7 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
                 on_record=advance,
             )
         finally:
+            show()
             progress.stop()
             for owner in (policy, env):  # an environment may hold clients of its own (a judge)
                 close = getattr(owner, "aclose", None)
