@@ -73,14 +73,20 @@ class AiohttpTransport:
 class SdkTransport:
     """The ``openai`` SDK's ``AsyncOpenAI`` on its httpx client or its aiohttp client."""
 
-    def __init__(self, url: str, api_key: str, timeout: float, http: str) -> None:
+    def __init__(self, url: str, api_key: str, timeout: float, http: str, connections: int = 64) -> None:
         import openai  # slow to import: only when this transport is chosen
 
         self.url = url
+        # One keep-alive connection per request in flight, kept a minute when idle: the SDK's
+        # default keeps 100 (20 on aiohttp) alive, so above that concurrency every further request
+        # would open a connection and drop it after.
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(  # the Limits of the httpx the SDK runs on
+            max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=60.0
+        )
         client: Any = (
-            openai.DefaultAioHttpClient(timeout=timeout)
+            openai.DefaultAioHttpClient(timeout=timeout, limits=limits)
             if http == "aiohttp"
-            else openai.DefaultAsyncHttpxClient(timeout=timeout)
+            else openai.DefaultAsyncHttpxClient(timeout=timeout, limits=limits)
         )
         self._client = openai.AsyncOpenAI(
             base_url=url, api_key=api_key, timeout=timeout, max_retries=0, http_client=client

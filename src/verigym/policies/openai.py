@@ -108,7 +108,7 @@ class OpenAIPolicy:
                 wire: _Wire = AiohttpTransport(endpoint.url, self.api_key, self.timeout, self.concurrency)
             else:
                 http = "aiohttp" if self.transport == "sdk" else "httpx"
-                wire = SdkTransport(endpoint.url, self.api_key, self.timeout, http)
+                wire = SdkTransport(endpoint.url, self.api_key, self.timeout, http, self.concurrency)
             endpoint.wire = wire
             endpoint.limit = asyncio.Semaphore(self.concurrency)
             endpoint.loop = loop
