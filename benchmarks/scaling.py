@@ -17,6 +17,7 @@ sizes ÷ the per-unit time at the smallest size ≤ 1.5, and the marginal peak R
 interval ÷ that of the first ≤ 1.5 (memory may grow linearly, not super-linearly). Writes ``benchmarks/scaling.png``.
 
     python benchmarks/scaling.py [--rounds 2] [--steps 2] [--eval-sizes 50,200,800,3200] [--rl-rows 64,128,256,512]
+                                 [--only eval|rl] [--png FILE]
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def plot(data: dict[str, tuple[list[int], dict[int, dict[str, float]]]], path: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    fig, axes = plt.subplots(2, len(data), figsize=(5 * len(data), 7), squeeze=False)
     for col, (name, (sizes, rows)) in enumerate(data.items()):
         per = [rows[n]["seconds"] / rows[n]["units"] * 1e3 for n in sizes]
         axes[0][col].plot(sizes, per, "o-")
@@ -172,6 +173,9 @@ def main() -> None:
     ap.add_argument("--eval-sizes", default="50,200,800,3200", help="eval task counts, comma-separated")
     ap.add_argument("--rl-rows", default="64,128,256,512", help="RL rows per step (multiples of 8)")
     ap.add_argument("--png", type=Path, default=HERE / "scaling.png", help="where to write the plot")
+    ap.add_argument(
+        "--only", choices=("eval", "rl"), help="run one workload (default both; the plot then shows that one)"
+    )
     ap.add_argument("--worker", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -182,6 +186,8 @@ def main() -> None:
         "eval": [int(x) for x in args.eval_sizes.split(",")],
         "rl": [int(x) for x in args.rl_rows.split(",")],
     }
+    if args.only:
+        plan = {args.only: plan[args.only]}
     print(f"load average before: {os.getloadavg()}")
     runs: dict[str, dict[int, list[dict[str, float]]]] = {k: {n: [] for n in v} for k, v in plan.items()}
     for r in range(args.rounds):
