@@ -33,6 +33,8 @@ def _random_expr(rng: random.Random, depth: int = 0) -> sympy.Expr:
         return a / b if b != 0 else a
     if k < 0.7:
         return a ** rng.choice([2, 3, -1, sympy.Rational(1, 2), sympy.Rational(1, 3)])
+    if k < 0.75:
+        return sympy.binomial(a, b)
     return rng.choice(_UNARY)(a)
 
 
@@ -76,9 +78,12 @@ def test_float_walk_matches_evalf_or_refuses() -> None:
 @pytest.mark.parametrize(
     ("expr", "pt"),
     [
-        (sympy.log(x), {x: -2.0}),  # on the branch cut
-        (sympy.sqrt(x - 3), {x: 1.0}),
-        (sympy.asin(x), {x: 1.5}),
+        (
+            sympy.log(x * (1 + sympy.I) * (1 - sympy.I) - 3 * x),
+            {x: 2.0},
+        ),  # on the branch cut after complex arithmetic
+        (sympy.sqrt(x - 3 + sympy.I * 1e-12), {x: 1.0}),  # next to it
+        (sympy.asin(x + sympy.I), {x: 0.5}),
         (sympy.floor(x), {x: 2.5}),  # evalf cannot evaluate it at a float: the rule skips the point
         (sympy.exp(x), {x: 800.0}),  # beyond float range
         (sympy.sin(x), {x: 1e9}),  # phase lost
@@ -92,6 +97,20 @@ def test_float_walk_refuses_what_floats_cannot_vouch_for(
 ) -> None:
     with pytest.raises(Unsure):
         fvalue(expr, pt)
+
+
+@pytest.mark.parametrize("v", [-2.7, -1.5, -0.3, 0.4, 1.5, 2.7])
+def test_branch_cuts_as_sympy_takes_them(v: float) -> None:
+    for e in (
+        sympy.log(x),
+        sympy.sqrt(x),
+        x ** sympy.Rational(1, 3),
+        sympy.asin(x),
+        sympy.acos(x),
+        sympy.log(x - 3),
+    ):
+        want = complex(e.evalf(20, subs={x: v}))
+        assert abs(fvalue(e, {x: v}) - want) <= 1e-12 * max(1.0, abs(want)), (e, v)
 
 
 def test_sampling_with_the_float_walk_gives_the_evalf_verdict() -> None:

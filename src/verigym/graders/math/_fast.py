@@ -31,7 +31,7 @@ _FUNCS = {
 # no \\gamma: the full parser reads it as Euler's constant
 _GREEK = (
     "alpha", "beta", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "kappa", "lambda", "mu",
-    "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
+    "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega", "ell",
 )  # fmt: skip
 _OTHER = ("frac", "binom", "sqrt", "pi", "cdot", "times", "div", "infty", "ldots", "sum", "prod", "min", "max")  # fmt: skip
 _PAIRS = {"\\lfloor": ("\\rfloor", "floor"), "\\lceil": ("\\rceil", "ceiling")}

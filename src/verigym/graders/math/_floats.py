@@ -4,7 +4,8 @@
 floats and complex numbers costs microseconds. The walk refuses (``Unsure``) whenever its answer
 could differ from ``evalf``'s at 20 digits by more than the sampler's tolerance can absorb: a sum
 that cancels (result below 1e-6 of its largest term), magnitudes near the float range, branch
-cuts (a logarithm, root or inverse sine of a number on the negative real axis or near it),
+cuts (a logarithm or root of a number near the negative real axis after complex arithmetic;
+on the axis after real arithmetic it takes sympy's principal branch),
 integers too large for a float, and any function it does not know (``floor`` too: ``evalf``
 cannot evaluate it at a float point, and the rule skips such points). The caller then asks ``evalf`` for that point, so verdicts never depend on float error.
 """
@@ -27,9 +28,19 @@ class Unsure(Exception):
     """The float walk cannot vouch for this value; use ``evalf``."""
 
 
+class _State:
+    complex_seen = False
+
+
+_STATE = _State()
+
+
 def _cut(z: complex) -> complex:
-    """Refuse arguments on or near the negative real axis (the branch cut of log and roots)."""
+    """An argument for log or a root: on the negative real axis it takes the principal branch
+    (sympy's) when every value so far was real; near the cut after complex arithmetic, refuse."""
     if z.real < 0 and abs(z.imag) <= 1e-9 * abs(z):
+        if z.imag == 0 and not _STATE.complex_seen:
+            return complex(z.real, 0.0)
         raise Unsure
     return z
 
@@ -42,9 +53,11 @@ def _real(z: complex) -> float:
 
 def _inverse_trig(fn: Callable[[complex], complex]) -> Callable[[complex], complex]:
     def f(z: complex) -> complex:
-        if z.imag != 0 or abs(z.real) >= 1:
-            raise Unsure  # outside [-1, 1]: branch conventions
-        return fn(z)
+        if z.imag != 0:
+            raise Unsure  # complex arguments: branch conventions
+        if abs(z.real) > 1:  # sympy's side of the cut: below it for x > 1, above it for x < -1
+            return fn(complex(z.real, -0.0 if z.real > 0 else 0.0))
+        return fn(complex(z.real, 0.0))
 
     return f
 
@@ -66,10 +79,19 @@ def _periodic(fn: Callable[[complex], complex]) -> Callable[[complex], complex]:
 
 
 def _check(z: complex) -> complex:
+    if z.imag != 0:
+        _STATE.complex_seen = True
     a = abs(z)
     if not math.isfinite(a) or (a != 0 and not _TINY < a < _HUGE):
         raise Unsure
     return z
+
+
+def _binomial(n: float, k: float) -> complex:
+    args = (n + 1, k + 1, n - k + 1)
+    if any(a <= 0 and a == round(a) for a in args):
+        raise Unsure  # a pole of the gamma function
+    return complex(math.gamma(args[0]) / (math.gamma(args[1]) * math.gamma(args[2])))
 
 
 _FUNCS: dict[Any, Callable[[complex], complex]] = {
@@ -106,6 +128,7 @@ def _walk(e: Any, env: dict[Any, complex]) -> complex:
     if e.is_Number or e.is_NumberSymbol:
         return _check(complex(float(e)))
     if e is sympy.I:
+        _STATE.complex_seen = True
         return 1j
     if e.is_Add:
         terms = [_walk(a, env) for a in e.args]
@@ -131,6 +154,8 @@ def _walk(e: Any, env: dict[Any, complex]) -> complex:
         if b.imag == 0 and b.real > 0 and x.imag == 0:
             return _check(complex(b.real**x.real))
         return _check(cmath.exp(x * cmath.log(_cut(b))))
+    if e.func is sympy.binomial:
+        return _check(_binomial(_real(_walk(e.args[0], env)), _real(_walk(e.args[1], env))))
     fn = _FUNCS.get(e.func)
     if fn is None or len(e.args) != 1:
         raise Unsure
@@ -142,6 +167,7 @@ def _walk(e: Any, env: dict[Any, complex]) -> complex:
 
 def fvalue(e: Any, pt: dict[Any, float]) -> complex:
     """``e`` at the point ``pt`` (symbol -> value) as a Python complex, or ``Unsure``."""
+    _STATE.complex_seen = any(complex(v).imag for v in pt.values())
     try:
         return _walk(e, {s: complex(v) for s, v in pt.items()})
     except (ZeroDivisionError, OverflowError, ValueError, TypeError, RecursionError):

@@ -86,6 +86,8 @@ def clean(s: str) -> str:
         if k in s:
             s = s.replace(k, v)
     s = re.sub(r",\s*\\!\s*", ",", s)  # "11,\\! 111" is a thousands separator
+    s = re.sub(r"\{\s*,\s*\}", ",", s)  # "14{,}916": a thousands separator in braces
+    s = re.sub(r"\\text\{\s*\}", " ", s)
     s = _DROP.sub(" ", s)
     for pat, rep in _RENAME:
         s = pat.sub(rep, s)  # type: ignore[arg-type]
@@ -124,6 +126,8 @@ def split_decor(s: str) -> tuple[str, Decor]:
     """Strip a trailing percent sign, degree sign or unit (and a leading currency sign)."""
     percent = degree = False
     s = _CURRENCY_HEAD.sub("", s)
+    if re.search(r"\d\s*\}?\s*\\\$$", s):  # "\\frac{1}{2} \\$": a currency sign after the amount
+        return s[:-2].strip(), Decor(unit="$")
     m = _PERCENT.search(s)
     if m:
         s, percent = s[: m.start()].strip(), True

@@ -14,7 +14,6 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._fast import fast_sympy
 from verigym.graders.math._norm import Decor, clean, split_decor, split_top
 from verigym.graders.math._values import (
     NUM_RE,
@@ -146,8 +145,8 @@ def _parse_eq(s: str) -> Value:
     tuple_side = any(
         (br := _bracketed(p)) is not None and _top_has(br[2], ",") for p in (parts[0], parts[-1])
     )
-    if tuple_side and value is not None:
-        return Eqn(None, None, name, value)  # "(x, y) = (1, 2)": compared through its value only
+    if tuple_side:  # "(x, y) = (1, 2)", "(k, \\ell) = (3x, 5x)": compared through its value only
+        return Eqn(None, None, name, value if value is not None else _parse_item(parts[-1]))
     try:
         lhs, rhs = to_sympy(parts[0]), to_sympy(parts[-1])
     except ParseError:
@@ -216,8 +215,6 @@ def _parse_atom(s: str) -> Value:
         return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
     if _is_text(core) or _is_word(core):
         return Text(_norm_text(core))
-    if _WORDY.search(re.sub(r"\\text\{[^{}]*\}", " ", core)) and fast_sympy(core) is None:
-        return Text(_norm_text(core))  # prose the expression reader cannot read: not mathematics
     try:
         expr = to_sympy(core)
     except ParseError:
@@ -243,7 +240,6 @@ def _is_text(s: str) -> bool:
     return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
 
 
-_WORDY = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}")
 _WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", "neither", "both"}
 
 

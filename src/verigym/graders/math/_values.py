@@ -96,6 +96,7 @@ Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq | Group | Mat | Text
 NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")
 _FRAC = re.compile(r"^([+-]?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))$")
 _I = sympy.Symbol("i")
+_WORDY = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}")  # a word of 4+ letters outside a command
 
 
 class ParseError(ValueError):
@@ -124,9 +125,14 @@ def to_sympy(s: str) -> Any:
     try:
         expr = fast_sympy(s)
         if expr is None:
+            if _WORDY.search(re.sub(r"\\(?:text|mathrm|begin|end)\{[^{}]*\}", " ", s)):
+                raise ParseError(f"{s[:60]!r} is prose, not an expression")  # the full parser would
+                # read each word as a product of letters
             expr = latex2sympy(s, normalization_config=_NC)
         if isinstance(expr, sympy.MatrixExpr) and not isinstance(expr, sympy.MatrixBase):
             expr = expr.doit()
+    except ParseError:
+        raise
     except Exception as exc:  # the ANTLR parser raises bare Exception on syntax errors
         raise ParseError(f"cannot parse {s!r}: {(str(exc).splitlines() or [''])[0][:80]}") from exc
     if isinstance(expr, sympy.Basic) and not isinstance(expr, sympy.MatrixBase):
@@ -174,6 +180,29 @@ def rel_to_set(r: Rel) -> Any:
                 else (sympy.Interval(-sympy.oo, a, right_open=op == ">"))
             )
         else:
-            piece = sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
+            piece = _linear_piece(a - b, op, x)
+            if piece is None:
+                piece = sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
         out = sympy.Intersection(out, piece)
     return out
+
+
+_FLIP = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}
+
+
+def _linear_piece(d: Any, op: str, x: Any) -> Any:
+    """``d op 0`` for ``d = c1 x + c0`` with real constants: an interval without ``solveset``
+    (``-x > -1`` is ``x < 1``); None for anything else."""
+    if op not in _FLIP or not d.is_polynomial(x):
+        return None
+    d = sympy.expand(d)
+    c1, c0 = d.coeff(x, 1), d.coeff(x, 0)
+    if d != c1 * x + c0 or not (c1.is_number and c0.is_number and c1.is_real and c0.is_real) or c1 == 0:
+        return None
+    root, positive = -c0 / c1, c1.is_positive
+    if positive is None:
+        return None
+    op = op if positive else _FLIP[op]
+    if op in ("<", "\\le"):
+        return sympy.Interval(-sympy.oo, root, right_open=op == "<")
+    return sympy.Interval(root, sympy.oo, left_open=op == ">")
