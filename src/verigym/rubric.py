@@ -19,6 +19,8 @@ grader at a time in dependency order; the scores are the same either way.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -53,9 +55,10 @@ def to_grade(value: Any) -> Grade:
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> Any:
     if inspect.iscoroutinefunction(fn):
-        coro = fn(*args)
-    else:
-        coro = asyncio.to_thread(fn, *args)
+        coro: Awaitable[Any] = fn(*args)
+    else:  # what asyncio.to_thread does, as a future: wait_for then needs no task to wrap it
+        run = functools.partial(contextvars.copy_context().run, fn, *args)
+        coro = asyncio.get_running_loop().run_in_executor(None, run)
     return await asyncio.wait_for(coro, timeout) if timeout else await coro
 
 
