@@ -148,7 +148,9 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both sides")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
 
     model, tok = build(args.size, args.device)
     params = tiny.count_parameters(model)

@@ -33,6 +33,7 @@ class Live:
     short_only: bool = False  # micro-batching mode: only requests much shorter than the pass's room join
     lock: threading.Lock = field(default_factory=threading.Lock)
     ready: list[Request] = field(default_factory=list)  # complete, waiting for the loop to resolve them
+    waking: bool = False  # a resolve_ready call is scheduled on the loop
 
     def register(self, request: Request) -> None:
         self.requests.append(request)
@@ -57,24 +58,27 @@ class Live:
         return taken
 
     def deliver(self, spec: RowSpec, result: RowResult) -> None:
-        """Record a finished row (generating thread); a complete request is resolved on its loop.
-
-        Requests completed while the loop has not yet run the previous wake-up share it: one
-        ``call_soon_threadsafe`` (a syscall) per batch of finished requests, not one per request.
-        """
+        """Record a finished row (generating thread); a complete request waits for ``flush``."""
         request, j = self.owners[id(spec)]
         request.results[j] = result
         if len(request.results) == len(request.specs):
             with self.lock:
                 self.ready.append(request)
-                if len(self.ready) > 1:
-                    return  # a wake-up is already scheduled and will resolve this one too
-            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                self.loop.call_soon_threadsafe(self._resolve_ready)
 
-    def _resolve_ready(self) -> None:
+    def flush(self) -> None:
+        """Resolve the complete requests on their loop (generating thread, once per decode step): one
+        ``call_soon_threadsafe`` (a syscall and a loop wake-up) per step, not one per request."""
         with self.lock:
-            ready, self.ready = self.ready, []
+            if not self.ready or self.waking:
+                return
+            self.waking = True
+        with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+            self.loop.call_soon_threadsafe(self.resolve_ready)
+
+    def resolve_ready(self) -> None:
+        """Resolve every complete request now (on the loop)."""
+        with self.lock:
+            ready, self.ready, self.waking = self.ready, [], False
         for request in ready:
             resolve(request)
 

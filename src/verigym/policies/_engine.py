@@ -162,6 +162,7 @@ def run_rows(
     admit: Callable[[int, int, int], list[RowSpec]] | None = None,
     deliver: Callable[[RowSpec, RowResult], None] | None = None,
     headroom: float = 1.0,
+    flush: Callable[[], None] | None = None,
 ) -> list[RowResult]:
     """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state.
 
@@ -169,8 +170,9 @@ def run_rows(
     Continuous batching: on that path ``admit(length, live, room)`` is asked at every step for rows to join
     the running batch: prompts of at most ``length`` tokens (the cache length so far; they are left-padded
     to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with ``headroom`` × the longest
-    ``max_tokens`` extra for joiners, so the pass ends); ``deliver(spec, result)`` is called as soon as a row finishes. Results of admitted
-    rows are delivered only (the returned list covers ``specs``).
+    ``max_tokens`` extra for joiners, so the pass ends); ``deliver(spec, result)`` is called as soon as a row finishes,
+    and ``flush()`` after each step's rows were delivered. Results of admitted rows are delivered only (the
+    returned list covers ``specs``).
     """
     import torch
 
@@ -250,6 +252,8 @@ def run_rows(
                 dead.add(pos)
                 if deliver is not None:
                     deliver(spec, res)
+        if flush is not None:
+            flush()
         if len(dead) == len(batch.rows):
             break
         if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:

@@ -228,10 +228,11 @@ class LocalPolicy(AdapterMixin):
         admit: Callable[[int, int, int], list[RowSpec]] | None = None,
         deliver: Callable[[RowSpec, RowResult], None] | None = None,
         headroom: float = 1.0,
+        flush: Callable[[], None] | None = None,
     ) -> list[RowResult]:
         """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
         (None: the base model with adapters disabled; by default the model as it is). ``admit`` and
-        ``deliver``, ``headroom``: continuous batching (see ``run_rows``)."""
+        ``deliver``, ``flush``, ``headroom``: continuous batching (see ``run_rows``)."""
         import torch
 
         out: list[RowResult] = []
@@ -253,6 +254,7 @@ class LocalPolicy(AdapterMixin):
                         admit=admit,
                         deliver=deliver,
                         headroom=headroom,
+                        flush=flush,
                     )
             finally:
                 if was_training:
@@ -357,13 +359,16 @@ class LocalPolicy(AdapterMixin):
                         admit=admit,
                         deliver=live.deliver,
                         headroom=1.0 if self.continuous else 0.25,
+                        flush=live.flush,
                     )
                 except Exception as exc:
+                    live.resolve_ready()  # rows that finished before the failure keep their results
                     err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
                     for request in live.requests:
                         if not request.future.done():
                             request.future.set_exception(err)
                 finally:
+                    live.resolve_ready()
                     queue.live = None
                     with live.lock:
                         live.closed = True
@@ -377,9 +382,8 @@ class LocalPolicy(AdapterMixin):
         sampling: Sampling,
     ) -> Completion:
         """One sample (``sampling.n`` is ignored; see ``complete_n``), micro-batched with concurrent calls."""
-        return (await self.complete_n(messages, tools=tools, sampling=sampling.model_copy(update={"n": 1})))[
-            0
-        ]
+        one = sampling if sampling.n == 1 else sampling.model_copy(update={"n": 1})
+        return (await self.complete_n(messages, tools=tools, sampling=one))[0]
 
     async def complete_n(
         self,

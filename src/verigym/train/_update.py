@@ -107,7 +107,7 @@ def forward_rows(
     )
     cache = out.past_key_values
     idx = torch.tensor(which, dtype=torch.long, device=device)
-    cache.batch_select_indices(idx)
+    _repeat_rows(cache, idx)
     width = max(len(r.ids) - s for r, s in zip(rows, starts, strict=True))
     tails = [r.ids[s:] for r, s in zip(rows, starts, strict=True)]
     sids = torch.tensor([[*t, *[pad_id] * (width - len(t))] for t in tails], dtype=torch.long)
@@ -133,6 +133,19 @@ def forward_rows(
     fwd.mask = fwd.align([[float(m) for m in r.mask] for r in rows])
     fwd.old = fwd.align([r.logprobs or [] for r in rows])
     return fwd
+
+
+def _repeat_rows(cache: Any, idx: torch.Tensor) -> None:
+    """``cache.batch_select_indices(idx)`` with ``index_select`` (whole rows copied; plain indexing gathers
+    element by element, ~4x slower); same values and the same gradients."""
+    layers = getattr(cache, "layers", None)
+    if layers is None or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+        cache.batch_select_indices(idx)
+        return
+    for layer in layers:
+        if layer.get_seq_length() > 0:
+            layer.keys = layer.keys.index_select(0, idx)
+            layer.values = layer.values.index_select(0, idx)
 
 
 def _chunks(items: Sequence[int], parts: int) -> list[list[int]]:

@@ -156,7 +156,8 @@ class RLTrainer:
         self.producer = Producer(self.slots, self.policy, cfg, self.tracker)
         rl = cfg.rl
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)
+        # foreach: one kernel per op over all tensors; bitwise the same updates as the per-tensor loop
+        optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay, foreach=True)
         total = rl.steps * rl.num_iterations * rl.minibatches
         self.state = UpdateState(
             optimizer=optimizer,
