@@ -47,6 +47,11 @@ DECIDED = [  # (gold, pred, accepted): each decided by the fast path
     ("1000", "1000.05", False),
     ("0.125", "1/8", True),
     ("3.14159", "3.1416", True),
+    ("1 000", "1000", True),  # a space as thousands separator: the only reading
+    ("0.666", "2/3", True),  # a truncated reference
+    ("0.667", "2/3", True),  # a rounded one
+    ("2/3", "0.66", False),  # the answer must round, not truncate
+    ("0.65", "2/3", False),
 ]
 
 DEFERRED = [  # outside the fast path: a letter, an irrational, a float inside an expression, ...
@@ -55,7 +60,6 @@ DEFERRED = [  # outside the fast path: a letter, an irrational, a float inside a
     ("\\frac{10}{3}", "1/0.3"),
     ("30^\\circ", "\\frac{\\pi}{6}"),
     ("2\\frac{1}{2}", "2.5"),
-    ("1 000", "1000"),
     ("x = 5", "5"),
     ("3 < x", "(3, \\infty)"),
     ("5!", "120"),

@@ -15,8 +15,11 @@ Labeled suite: ``tests/suites/math.jsonl`` (``verigym verifier-bench --grader ma
 
 Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`` (the parser:
 string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
-``_check`` (one full check), ``_rational`` (the exact fast path), ``_mode`` (mode names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_worker``
-(the timeout worker pool), ``_grader`` (the public functions re-exported here).
+``_check`` (one full check), ``_rational`` (the exact fast path), ``_rules`` (the rules both paths
+share: extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode`` (mode
+names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_floats`` (float evaluation for
+numeric sampling), ``_prose`` (prose references), ``_worker`` (the timeout worker pool), ``_grader``
+(the public functions re-exported here).
 """
 
 from verigym.graders.math._grader import (

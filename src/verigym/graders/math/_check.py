@@ -13,10 +13,11 @@ from math import gcd
 import sympy
 
 from verigym.graders.math._compare import equal
-from verigym.graders.math._extract import NUMBER_RE, extract, in_question
+from verigym.graders.math._extract import NUMBER_RE
 from verigym.graders.math._mode import parse_mode
-from verigym.graders.math._norm import clean, repair, split_decor
+from verigym.graders.math._norm import clean, split_decor
 from verigym.graders.math._parse import parse
+from verigym.graders.math._rules import Answers, prepare, squash
 from verigym.graders.math._values import Group, ParseError, Scalar, Text, Value
 
 __all__ = ["check"]
@@ -27,21 +28,14 @@ def check(
 ) -> tuple[bool, str, str | None]:
     """(accepted, reason, extracted answer)."""
     kind, places = parse_mode(mode)
-    gx = extract(repair(gold, escapes=True), gold=True)
-    if gx.answer is None:
-        raise ValueError("the reference answer is empty")
-    px = extract(repair(pred, escapes=False), question=question)
-    if px.answer is None:
-        return False, f"no final answer found ({px.how})", None
-    answer = px.answer
-    if px.how != "last" and in_question(answer, question) and _squash(answer) != _squash(gx.answer):
-        # Echoing the problem's own expression ("simplify ...") is not an answer, even when it is
-        # mathematically equal to the reference.
-        return False, "the answer restates an expression from the question", answer
+    ans = prepare(gold, pred, question)
+    if not isinstance(ans, Answers):
+        return ans
+    answer = ans.answer
     try:
-        greads = parse(gx.answer)
+        greads = parse(ans.gold)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        if _squash(gx.answer) == _squash(answer):
+        if squash(ans.gold) == squash(answer):
             return True, "same text as the reference", answer
         # A reference the grader cannot read is the grader's problem: an error, never a zero.
         raise ValueError(f"reference answer not parseable: {exc}") from exc
@@ -49,14 +43,14 @@ def check(
         preads = parse(answer)
     except (ParseError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         preads, why = (), f"answer not parseable: {exc}"
-    numbers = NUMBER_RE.findall(answer) if px.how == "bare" else []
+    numbers = NUMBER_RE.findall(answer) if ans.how == "bare" else []
     if (not preads or all(isinstance(p, Text) for p in preads)) and len(numbers) == 1:
         answer = numbers[0]  # a lone number in text that is not an answer ("Soucis : 2,74 $ a..")
         preads = parse(answer)
     if not preads:
         return False, why, answer
-    if px.multi and not any(isinstance(g, Group) for g in greads):
-        return False, f"hedged: {len(px.boxed)} different boxed answers", answer
+    if ans.boxes > 1 and not any(isinstance(g, Group) for g in greads):
+        return False, f"hedged: {ans.boxes} different boxed answers", answer
     if kind == "exact_decimal" and places is not None:
         ok, why = _exact_decimal(greads[-1], answer, places)
         return ok, (why or "the reference rounded to the required places"), answer
@@ -65,14 +59,10 @@ def check(
     if kind == "simplest_form" and not _simplest(answer):
         return False, "equivalent but not in simplest form", answer
     if kind == "with_units":
-        ok, why = _units_match(gx.answer, answer)
+        ok, why = _units_match(ans.gold, answer)
         if not ok:
             return False, why, answer
     return True, "equivalent", answer
-
-
-def _squash(s: str) -> str:
-    return re.sub(r"[\s{}$]|\\text|\\mathrm", "", clean(s)).lower()
 
 
 def _simplest(answer: str) -> bool:

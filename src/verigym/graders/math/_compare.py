@@ -14,7 +14,9 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._numeric import close, expr_eq, num, point_value, points, sample, scalar_eq
+from verigym.graders.math._numeric import PARAMS, close, expr_eq, num, point_value, points, sample, scalar_eq
+from verigym.graders.math._prose import prose_sign, prose_value, says
+from verigym.graders.math._rules import flat, interval_kinds_differ, multiset_eq
 from verigym.graders.math._values import (
     Eqn,
     Group,
@@ -233,28 +235,8 @@ def _seq_as_set(s: Seq) -> Any:
     return None
 
 
-def _multiset_eq(gs: tuple[Value, ...], ps: tuple[Value, ...]) -> bool:
-    """Unordered lists: item by item when the sizes agree, else as sets (repeats count once)."""
-    if len(gs) == len(ps):
-        used: set[int] = set()
-        for gi in gs:
-            for j, pj in enumerate(ps):
-                if j not in used and equal(gi, pj):
-                    used.add(j)
-                    break
-            else:
-                break
-        else:
-            return True
-    if max(len(gs), len(ps)) > 30:
-        return False
-    return all(any(equal(g, p) for p in ps) for g in gs) and all(any(equal(g, p) for g in gs) for p in ps)
-
-
 def _flat(v: Value) -> Value:
-    while isinstance(v, Group) and len(v.items) == 1:
-        v = v.items[0]
-    return v
+    return flat(v, Group)  # type: ignore[no-any-return]
 
 
 def equal(g: Value, p: Value) -> bool:
@@ -270,28 +252,74 @@ def equal(g: Value, p: Value) -> bool:
     if isinstance(g, Rel) and isinstance(p, Rel):
         return _rel_eq(g, p)
     if isinstance(g, Text) or isinstance(p, Text):
-        return _text_of(g) is not None and _text_of(g) == _text_of(p)
+        return (_text_of(g) is not None and _text_of(g) == _text_of(p)) or _prose_eq(g, p)
     if isinstance(g, Group) and isinstance(p, Group):
-        return _multiset_eq(g.items, p.items)
+        return multiset_eq(g.items, p.items, equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
         if len(g.items) != len(p.items):
             return False
-        kinds = {g.open + g.close, p.open + p.close}
-        if len(g.items) == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1:
-            return False  # intervals: open and closed ends differ
-        return all(equal(a, b) for a, b in zip(g.items, p.items, strict=True))
+        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
+            return False
+        if all(equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
+            return True
+        renamed = _rename_parameter(g, p)
+        return renamed is not None and all(equal(a, b) for a, b in zip(g.items, renamed.items, strict=True))
     if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
         return len(g.items) == len(p.items) and all(
             equal(a, b) for a, b in zip(g.items, p.items, strict=True)
         )
     if isinstance(g, Mat) or isinstance(p, Mat):
         return _mat_eq(g, p)
+    if isinstance(g, Rel) and isinstance(p, Seq | Group) and _order_eq(g, p):
+        return True
     gs, ps = _as_set(g), _as_set(p)
     if gs is not None and ps is not None:
         if isinstance(g, Rel) and isinstance(p, Rel):
             return _rel_eq(g, p)
         return sets_eq(gs, ps)
     return False
+
+
+def _prose_eq(g: Value, p: Value) -> bool:
+    """A reference sentence that states the answer (``_prose``)."""
+    if not isinstance(g, Text):
+        return False
+    if isinstance(p, Text):
+        return says(g.t, p.t)
+    if isinstance(p, Scalar) and isinstance(p.expr, sympy.Expr) and not p.expr.free_symbols:
+        value = prose_value(g.t)
+        return value is not None and bool(p.expr == value)
+    if isinstance(p, Rel) and len(p.ops) == 1:
+        sign = prose_sign(g.t)
+        flipped = {"<": ">", ">": "<"}.get(p.ops[0])
+        return sign is not None and (
+            (p.ops[0] == sign and p.exprs[1] == 0) or (flipped == sign and p.exprs[0] == 0)
+        )
+    return False
+
+
+def _order_eq(g: Rel, p: Seq | Group) -> bool:
+    """``b < a < d < c`` answered ``b, a, d, c``: the same letters in the chain's order."""
+    if len(set(g.ops)) != 1 or g.ops[0] not in ("<", ">") or len(g.exprs) != len(p.items):
+        return False
+    if not all(isinstance(e, sympy.Symbol) for e in g.exprs):
+        return False
+    return all(isinstance(i, Scalar) and i.expr == e for i, e in zip(p.items, g.exprs, strict=True))
+
+
+def _rename_parameter(g: Seq, p: Seq) -> Seq | None:
+    """``(-32 + 3x, 64 - 5x)`` and ``(-32 + 3t, 64 - 5t)``: one family of tuples when the answer's
+    only other letter is a parameter name (t, k, n, ...), renamed consistently in every item."""
+    if not all(isinstance(i, Scalar) and isinstance(i.expr, sympy.Basic) for i in g.items + p.items):
+        return None
+    gfree = set().union(*(i.expr.free_symbols for i in g.items if isinstance(i, Scalar)))
+    pfree = set().union(*(i.expr.free_symbols for i in p.items if isinstance(i, Scalar)))
+    extra_g, extra_p = gfree - pfree, pfree - gfree
+    if len(extra_g) != 1 or len(extra_p) != 1 or str(next(iter(extra_p))).lower() not in PARAMS:
+        return None
+    swap = {next(iter(extra_p)): next(iter(extra_g))}
+    items = tuple(Scalar(i.expr.xreplace(swap), i.raw) for i in p.items if isinstance(i, Scalar))
+    return Seq(p.open, p.close, items)
 
 
 def _as_set(v: Value) -> Any:

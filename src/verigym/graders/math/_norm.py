@@ -24,7 +24,7 @@ _UNICODE = {
     "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "√": "\\sqrt ", "∪": "\\cup ", "∩": "\\cap ",
     "°": "^\\circ ", "＞": ">", "＜": "<", "²": "^2", "³": "^3", "，": ",", "：": ":", "∈": "\\in ",
     "α": "\\alpha ", "β": "\\beta ", "θ": "\\theta ", "λ": "\\lambda ", "±": "\\pm ", "∓": "\\mp ",
-    "\u00a0": " ", "≈": "\\approx ", "…": "\\ldots ",
+    "\u00a0": " ", "≈": "\\approx ", "…": "\\ldots ", "∀": "\\forall ",
     **{chr(0x2460 + k): f"{k + 1}, " for k in range(20)},  # circled numbers: "②③" lists 2 and 3
 }  # fmt: skip
 _DROP = re.compile(
@@ -50,7 +50,10 @@ _RENAME = (
     ),
     (re.compile(r"\^\s*\(([^()]*)\)"), r"^{\1}"),
     (re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?\d+)(?![\w.])"), r"\1\\times 10^{\2}"),  # 2.5e-3
-    (re.compile(r"\s*\\text\{\s*(?:for (?:all|every|any|each|some)|where|with)\b[^{}]*\}.*$"), ""),
+    # "f(x) = -1 \\text{ for all } x \\in \\mathbb{Z}, \\text{ and } f(x) = x + 1": the clause ends at a comma
+    (re.compile(r"\s*\\text\{\s*for (?:all|every|any|each|some)\b[^{}]*\}[^,;]*"), ""),
+    (re.compile(r"\s*\\text\{\s*(?:where|with)\b[^{}]*\}.*$"), ""),
+    (re.compile(r"(?<=[\w}])\s*\\text\{\s*(?:is|are)\s[^{}]*\}.*$"), ""),  # "R=1 \\text{ is both ...}"
     (re.compile(r"\s*,?\s*\\(?:forall|text\{\s*for all\s*\})\s*[a-z]\s*\\in\s*\\mathbb\{?\w\}?.*$"), ""),
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ"), r"^\\circ "),
     (re.compile(r"\\(?:dots|cdots|ldots)(?![a-zA-Z])"), r"\\ldots "),

@@ -20,12 +20,13 @@ from typing import Any
 import sympy
 
 from verigym.graders.math._floats import Unsure, fvalue
+from verigym.graders.math._rules import Written, decimal_match
 from verigym.graders.math._values import Scalar
 
-__all__ = ["close", "expr_eq", "num", "point_value", "points", "sample", "scalar_eq"]
+__all__ = ["PARAMS", "close", "expr_eq", "num", "point_value", "points", "sample", "scalar_eq"]
 
 _REL_TOL = 1e-9
-_PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
+PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
 _OPAQUE = (sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit)
 
 
@@ -71,23 +72,30 @@ def _rounds_to(decimal: Scalar, other: Any) -> bool:
     return abs(v.real - w.real) <= 0.5 * 10.0 ** (-decimal.places) * (1 + 1e-9)
 
 
+def _truncates_to(decimal: Scalar, other: Any) -> bool:
+    """``decimal`` is ``other`` cut after ``places`` digits (a reference such as ``41.494`` for
+    41.4949...): the value lies between the decimal and the next one away from zero."""
+    assert decimal.places is not None
+    v, w = num(decimal.expr), num(other)
+    if v is None or w is None or abs(w.imag) > 0:
+        return False
+    d = (w.real - v.real) * (1 if v.real >= 0 else -1)
+    return -1e-12 * max(1.0, abs(v.real)) <= d < 10.0 ** (-decimal.places) * (1 - 1e-9)
+
+
 def _const_eq(g: Scalar, p: Scalar, gexpr: Any, pexpr: Any) -> bool:
     if gexpr == pexpr:
         return True
     exact = isinstance(gexpr, sympy.Rational) and isinstance(pexpr, sympy.Rational)
     if not exact and _const_close(gexpr, pexpr):
         return True
-    # Rounded decimals; the rounded side needs enough significant digits to be a rounding.
-    # A decimal stands for an exact irrational (pi, sqrt 2) only with 4+ significant digits.
-    need = 2 if isinstance(gexpr, sympy.Rational) else 4
-    if p.places is not None and g.places is None and p.sig >= need:
-        return _rounds_to(p, gexpr) and not (isinstance(gexpr, sympy.Integer) and p.places == 0)
-    if g.places is not None and p.places is None and g.sig >= 3 and not isinstance(pexpr, sympy.Integer):
-        return _rounds_to(g, pexpr)
-    if g.places is not None and p.places is not None and g.places != p.places:
-        coarse, fine = (g, pexpr) if g.places < p.places else (p, gexpr)
-        return coarse.sig >= 3 and _rounds_to(coarse, fine)
-    return False
+    gw = Written(g.places, g.sig, isinstance(gexpr, sympy.Rational), isinstance(gexpr, sympy.Integer))
+    pw = Written(p.places, p.sig, isinstance(pexpr, sympy.Rational), isinstance(pexpr, sympy.Integer))
+
+    def rounds(side: str) -> bool:
+        return _rounds_to(g, pexpr) if side == "g" else _rounds_to(p, gexpr)
+
+    return decimal_match(gw, pw, rounds, lambda: _truncates_to(g, pexpr))
 
 
 def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
@@ -177,7 +185,7 @@ def _rename(g: Any, p: Any) -> Any:
     gs, ps = g.free_symbols - p.free_symbols, p.free_symbols - g.free_symbols
     if len(gs) == 1 and len(ps) == 1:
         (a,), (b,) = gs, ps
-        if str(a).lower() in _PARAMS and str(b).lower() in _PARAMS:
+        if str(a).lower() in PARAMS and str(b).lower() in PARAMS:
             return p.xreplace({b: a})
     return p
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._norm import Decor, clean, split_decor, split_top
+from verigym.graders.math._norm import Decor, split_decor, split_top
+from verigym.graders.math._rules import balanced, bracketed, readings_prefix, strip_answer
 from verigym.graders.math._values import (
     NUM_RE,
     Eqn,
@@ -46,20 +47,14 @@ _NAME = re.compile(
 def parse(s: str) -> tuple[Value, ...]:
     """All plausible readings of an answer string (usually one). Cached: a reference answer is
     parsed once for all the samples graded against it."""
-    s = clean(s)
-    s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
-    if s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):
-        s = s[1:-1].strip()  # "{1,3}": LaTeX grouping braces, not a set
+    s = strip_answer(s)
     if not s:
         raise ParseError("empty answer")
-    readings: list[Value] = []
     # "7,425,000" / "1 000" (thousands) and "1,22" / "0,111" (decimal comma) are also one number.
-    if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
-        readings.append(decimal_scalar(s.replace(",", "").replace(" ", "")))
-        if "," not in s:
-            return tuple(readings)  # "1 000" has no other reading (the full parser: 1*000 = 0)
-    elif re.fullmatch(r"-?\d+,\d+", s):
-        readings.append(decimal_scalar(s.replace(",", ".")))
+    literals, only = readings_prefix(s)
+    readings: list[Value] = [decimal_scalar(x) for x in literals]
+    if only:
+        return tuple(readings)  # "1 000" has no other reading (the full parser: 1*000 = 0)
     readings.append(_parse_list(s))
     return tuple(readings)
 
@@ -142,9 +137,7 @@ def _parse_eq(s: str) -> Value:
     # "x = 5+5+1 = 11" and "1/2 = 0.5" state a value: the last part.
     value = _parse_item(parts[-1]) if named or constant else None
     name = re.sub(r"\s+", "", named[0]) if named else None
-    tuple_side = any(
-        (br := _bracketed(p)) is not None and _top_has(br[2], ",") for p in (parts[0], parts[-1])
-    )
+    tuple_side = any((br := bracketed(p)) is not None and _top_has(br[2], ",") for p in (parts[0], parts[-1]))
     if tuple_side:  # "(x, y) = (1, 2)", "(k, \\ell) = (3x, 5x)": compared through its value only
         return Eqn(None, None, name, value if value is not None else _parse_item(parts[-1]))
     try:
@@ -165,36 +158,16 @@ def _parse_rel(s: str) -> Value:
     return Rel(tuple(to_sympy(e) for e in exprs), tuple(ops))
 
 
-def _bracketed(s: str) -> tuple[str, str, str] | None:
-    for o in ("\\langle", "\\{", "(", "["):
-        if s.startswith(o):
-            for c in ("\\rangle", "\\}", ")", "]"):
-                if s.endswith(c) and len(s) > len(o) + len(c) - 1:
-                    inner = s[len(o) : len(s) - len(c)]
-                    if _balanced(inner):
-                        return o, c, inner
-    return None
-
-
-def _balanced(s: str) -> bool:
-    depth = 0
-    for c in s.replace("\\{", "(").replace("\\}", ")"):
-        depth += (c in "([{") - (c in ")]}")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
 def _parse_atom(s: str) -> Value:
     s = s.strip()
     sides = split_top(s, ("-",)) if s.startswith("\\{") else []
-    if len(sides) == 2 and all(_bracketed(p) and p.startswith("\\{") and p.endswith("\\}") for p in sides):
+    if len(sides) == 2 and all(bracketed(p) and p.startswith("\\{") and p.endswith("\\}") for p in sides):
         s = " \\setminus ".join(sides)  # "\\{x | x < 2\\} - \\{-6\\}": a set difference
     if _top_has(s, "\\cup") or _top_has(s, "\\setminus"):
         return _parse_union(s)
     if "\\begin{" in s and re.search(r"matrix|array", s):
         return _parse_matrix(s)
-    br = _bracketed(s)
+    br = bracketed(s)
     if br is not None:
         o, c, inner = br
         if o == "\\{" and "|" in inner:
@@ -235,7 +208,7 @@ def _parse_atom(s: str) -> Value:
 def _is_text(s: str) -> bool:
     body = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
     words = re.findall(r"[A-Za-z]{2,}", body)
-    if s.startswith("\\text{") and s.endswith("}") and _balanced(s[6:-1]) and not re.search(r"\d", s):
+    if s.startswith("\\text{") and s.endswith("}") and balanced(s[6:-1]) and not re.search(r"\d", s):
         return True
     return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
 

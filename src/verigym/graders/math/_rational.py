@@ -19,8 +19,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
-from verigym.graders.math._extract import extract, in_question
-from verigym.graders.math._norm import clean, repair, split_decor, split_top
+from verigym.graders.math._norm import split_decor, split_top
+from verigym.graders.math._rules import (
+    Answers,
+    Written,
+    bracketed,
+    decimal_match,
+    flat,
+    interval_kinds_differ,
+    multiset_eq,
+    prepare,
+    readings_prefix,
+    strip_answer,
+)
 
 __all__ = ["fast_check"]
 
@@ -207,29 +218,9 @@ def _number(core: str, percent: bool) -> Num:
     return Num(v, percent=percent)
 
 
-def _bracketed(s: str) -> tuple[str, str, str] | None:
-    for o in ("\\langle", "\\{", "(", "["):
-        if s.startswith(o):
-            for c in ("\\rangle", "\\}", ")", "]"):
-                if s.endswith(c) and len(s) > len(o) + len(c) - 1:
-                    inner = s[len(o) : len(s) - len(c)]
-                    if _balanced(inner):
-                        return o, c, inner
-    return None
-
-
-def _balanced(s: str) -> bool:
-    depth = 0
-    for c in s.replace("\\{", "(").replace("\\}", ")"):
-        depth += (c in "([{") - (c in ")]}")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
 def _item(s: str) -> Val:
     s = s.strip()
-    br = _bracketed(s)
+    br = bracketed(s)
     if br is not None:
         o, c, inner = br
         items = [p for p in split_top(inner, (",", ";")) if p]
@@ -248,23 +239,25 @@ def _item(s: str) -> Val:
 
 def fast_parse(s: str) -> tuple[Val, ...]:
     """The readings of an answer string (``_parse.parse``), or ``_Defer``."""
-    s = clean(s)
-    s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
-    if s.startswith("{") and s.endswith("}") and _balanced(s[1:-1]):
-        s = s[1:-1].strip()
+    s = strip_answer(s)
     if not s or _DEFER.search(s) or ("\\text" in s and re.search(r"\band\b|\bor\b", s)):
         raise _Defer
-    readings: list[Val] = []
-    if re.fullmatch(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?", s):
-        readings.append(_literal(s.replace(",", "").replace(" ", "")))
-    elif re.fullmatch(r"-?\d+,\d+", s):
-        readings.append(_literal(s.replace(",", ".")))
+    literals, only = readings_prefix(s)
+    readings: list[Val] = [_literal(x) for x in literals]
+    if only:
+        return tuple(readings)
     parts = [p for p in split_top(s, (",",)) if p]
     readings.append(_item(parts[0]) if len(parts) == 1 else Group(tuple(_item(p) for p in parts)))
     return tuple(readings)
 
 
 # --- comparison: the full grader's rules (``_numeric``, ``_compare``) on exact values ---
+
+
+def _near(x: Fraction, bound: Fraction, dec: Num, other: Fraction) -> bool:
+    """Within float error of a bound: the full check (floats) could decide either way."""
+    assert dec.value is not None
+    return abs(x - bound) <= bound / 10**6 + (abs(dec.value) + abs(other) + 1) / 10**12
 
 
 def _rounds_to(dec: Num, other: Fraction) -> bool:
@@ -274,10 +267,21 @@ def _rounds_to(dec: Num, other: Fraction) -> bool:
         raise _Defer
     diff = abs(dec.value - other)
     bound = Fraction(1, 2 * 10**dec.places)
-    margin = bound / 10**6 + (abs(dec.value) + abs(other) + 1) / 10**12
-    if abs(diff - bound) <= margin:
+    if _near(diff, bound, dec, other):
         raise _Defer
     return diff < bound
+
+
+def _truncates_to(dec: Num, other: Fraction) -> bool:
+    """``_numeric._truncates_to`` decided exactly; ``_Defer`` near either end."""
+    assert dec.places is not None and dec.value is not None
+    if max(abs(dec.value), abs(other)) > 10**15:
+        raise _Defer
+    d = (other - dec.value) * (1 if dec.value >= 0 else -1)
+    bound = Fraction(1, 10**dec.places)
+    if _near(d, bound, dec, other) or _near(d, Fraction(0), dec, other):
+        raise _Defer
+    return 0 <= d < bound
 
 
 def _hundredth(n: Num) -> Num:
@@ -290,14 +294,13 @@ def _const_eq(g: Num, p: Num) -> bool:
     assert gv is not None and pv is not None
     if gv == pv:
         return True
-    if p.places is not None and g.places is None and p.sig >= 2:
-        return _rounds_to(p, gv) and not (gv.denominator == 1 and p.places == 0)
-    if g.places is not None and p.places is None and g.sig >= 3 and pv.denominator != 1:
-        return _rounds_to(g, pv)
-    if g.places is not None and p.places is not None and g.places != p.places:
-        coarse, fine = (g, pv) if g.places < p.places else (p, gv)
-        return coarse.sig >= 3 and _rounds_to(coarse, fine)
-    return False
+    gw = Written(g.places, g.sig, True, gv.denominator == 1)
+    pw = Written(p.places, p.sig, True, pv.denominator == 1)
+
+    def rounds(side: str) -> bool:
+        return _rounds_to(g, pv) if side == "g" else _rounds_to(p, gv)
+
+    return decimal_match(gw, pw, rounds, lambda: _truncates_to(g, pv))
 
 
 def _scalar_eq(g: Num, p: Num) -> bool:
@@ -311,40 +314,16 @@ def _scalar_eq(g: Num, p: Num) -> bool:
     return any(_const_eq(a, b) for a, b in product(greads, preads))
 
 
-def _flat(v: Val) -> Val:
-    while isinstance(v, Group) and len(v.items) == 1:
-        v = v.items[0]
-    return v
-
-
-def _multiset_eq(gs: tuple[Val, ...], ps: tuple[Val, ...]) -> bool:
-    if len(gs) == len(ps):
-        used: set[int] = set()
-        for gi in gs:
-            for j, pj in enumerate(ps):
-                if j not in used and _equal(gi, pj):
-                    used.add(j)
-                    break
-            else:
-                break
-        else:
-            return True
-    if max(len(gs), len(ps)) > 30:
-        return False
-    return all(any(_equal(g, p) for p in ps) for g in gs) and all(any(_equal(g, p) for g in gs) for p in ps)
-
-
 def _equal(g: Val, p: Val) -> bool:
-    g, p = _flat(g), _flat(p)
+    g, p = flat(g, Group), flat(p, Group)
     if isinstance(g, Num) and isinstance(p, Num):
         return _scalar_eq(g, p)
     if isinstance(g, Group) and isinstance(p, Group):
-        return _multiset_eq(g.items, p.items)
+        return multiset_eq(g.items, p.items, _equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
         if len(g.items) != len(p.items):
             return False
-        kinds = {g.open + g.close, p.open + p.close}
-        if len(g.items) == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1:
+        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
             return False
         return all(_equal(a, b) for a, b in zip(g.items, p.items, strict=True))
     if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
@@ -354,30 +333,21 @@ def _equal(g: Val, p: Val) -> bool:
     return False  # a number against a list, tuple or interval
 
 
-def _squash(s: str) -> str:
-    return re.sub(r"[\s{}$]|\\text|\\mathrm", "", clean(s)).lower()
-
-
 def fast_check(
     gold: str, pred: str, mode: str = "equivalent", question: str | None = None
 ) -> tuple[bool, str, str | None] | None:
     """``_check.check``'s verdict when the fast path can decide it, else None."""
     if mode.strip() != "equivalent" or len(pred) > _MAX_PRED or len(gold) > _MAX_PRED:
         return None
-    gx = extract(repair(gold, escapes=True), gold=True)
-    if gx.answer is None:
-        return None
-    px = extract(repair(pred, escapes=False), question=question)
-    if px.answer is None:
-        return False, f"no final answer found ({px.how})", None
-    answer = px.answer
-    if px.how != "last" and in_question(answer, question) and _squash(answer) != _squash(gx.answer):
-        return False, "the answer restates an expression from the question", answer
+    ans = prepare(gold, pred, question)
+    if not isinstance(ans, Answers):
+        return ans
+    answer = ans.answer
     try:
-        greads = fast_parse(gx.answer)
+        greads = fast_parse(ans.gold)
         preads = fast_parse(answer)
-        if px.multi and not any(isinstance(g, Group) for g in greads):
-            return False, f"hedged: {len(px.boxed)} different boxed answers", answer
+        if ans.boxes > 1 and not any(isinstance(g, Group) for g in greads):
+            return False, f"hedged: {ans.boxes} different boxed answers", answer
         if not any(_equal(g, p) for g in greads for p in preads):
             return False, "not equivalent to the reference", answer
     except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):

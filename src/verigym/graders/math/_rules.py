@@ -1,0 +1,179 @@
+"""The math grader's rules that both of its paths apply: one copy, used by the exact fast path
+(``_rational``, no sympy) and by the full check (``_check``, ``_parse``, ``_compare``,
+``_numeric``), so the two cannot drift apart.
+
+* ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
+* ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
+* ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
+* ``flat``, ``multiset_eq``, ``interval_kinds_differ``: how lists, tuples and intervals compare,
+  for any item equality;
+* ``decimal_match``: when a decimal stands for a value (rounded with enough significant digits,
+  or a reference truncated), given each path's own exact ``rounds`` / ``truncates`` tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from verigym.graders.math._extract import extract, in_question
+from verigym.graders.math._norm import clean, repair
+
+__all__ = [
+    "THOUSANDS",
+    "Answers",
+    "Written",
+    "balanced",
+    "bracketed",
+    "decimal_match",
+    "flat",
+    "interval_kinds_differ",
+    "multiset_eq",
+    "prepare",
+    "readings_prefix",
+    "squash",
+    "strip_answer",
+]
+
+T = TypeVar("T")
+THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?")  # "7,425,000", "1 000"
+DECIMAL_COMMA = re.compile(r"-?\d+,\d+")  # "1,22", "0,111"
+
+
+def squash(s: str) -> str:
+    return re.sub(r"[\s{}$]|\\text|\\mathrm", "", clean(s)).lower()
+
+
+Verdict = tuple[bool, str, "str | None"]
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The reference answer and the response's answer, as extracted."""
+
+    gold: str
+    answer: str
+    how: str  # how the answer was found ("boxed", "anchor", "bare", "last")
+    boxes: int  # distinct boxed answers (more than one: a hedge unless the reference is a set)
+
+
+def prepare(gold: str, pred: str, question: str | None) -> Answers | Verdict:
+    """Both answers, or the verdict when there is nothing to compare. Raises ``ValueError``
+    for an empty reference (the grader's problem: an error, never a zero)."""
+    gx = extract(repair(gold, escapes=True), gold=True)
+    if gx.answer is None:
+        raise ValueError("the reference answer is empty")
+    px = extract(repair(pred, escapes=False), question=question)
+    if px.answer is None:
+        return False, f"no final answer found ({px.how})", None
+    answer = px.answer
+    if px.how != "last" and in_question(answer, question) and squash(answer) != squash(gx.answer):
+        # Echoing the problem's own expression ("simplify ...") is not an answer, even when it is
+        # mathematically equal to the reference.
+        return False, "the answer restates an expression from the question", answer
+    return Answers(gx.answer, answer, px.how, len(px.boxed))
+
+
+def strip_answer(s: str) -> str:
+    """``clean``, then drop a leading currency sign, LaTeX grouping braces around the whole
+    answer and a leading quantifier."""
+    s = clean(s)
+    s = re.sub(r"^(?:\\\$|€|£|¥)\s*", "", s)
+    if s.startswith("{") and s.endswith("}") and balanced(s[1:-1]):
+        s = s[1:-1].strip()  # "{1,3}": LaTeX grouping braces, not a set
+    # "\\forall x > 0, 3^x \\ge x^2": the statement after its quantifier
+    return re.sub(r"^\\forall\s*[a-zA-Z]\s*(?:>|<|\\ge|\\le|\\in)\s*[^,]+,\s*", "", s)
+
+
+def readings_prefix(s: str) -> tuple[list[str], bool]:
+    """Number literals the whole answer also reads as, and whether that is its only reading
+    ("1 000" has no list reading; "7,425,000" is also the list 7, 425, 000)."""
+    if THOUSANDS.fullmatch(s):
+        return [s.replace(",", "").replace(" ", "")], "," not in s
+    if DECIMAL_COMMA.fullmatch(s):
+        return [s.replace(",", ".")], False
+    return [], False
+
+
+def balanced(s: str) -> bool:
+    depth = 0
+    for c in s.replace("\\{", "(").replace("\\}", ")"):
+        depth += (c in "([{") - (c in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def bracketed(s: str) -> tuple[str, str, str] | None:
+    """(opening, closing, inside) when ``s`` is one bracketed group: tuple, interval or set."""
+    for o in ("\\langle", "\\{", "(", "["):
+        if s.startswith(o):
+            for c in ("\\rangle", "\\}", ")", "]"):
+                if s.endswith(c) and len(s) > len(o) + len(c) - 1:
+                    inner = s[len(o) : len(s) - len(c)]
+                    if balanced(inner):
+                        return o, c, inner
+    return None
+
+
+def flat(v: Any, group: type) -> Any:
+    """A one-item unordered group is its item."""
+    while isinstance(v, group) and len(getattr(v, "items", ())) == 1:
+        v = getattr(v, "items")[0]  # noqa: B009
+    return v
+
+
+def multiset_eq(gs: Sequence[T], ps: Sequence[T], eq: Callable[[T, T], bool]) -> bool:
+    """Unordered lists: item by item when the sizes agree, else as sets (repeats count once)."""
+    if len(gs) == len(ps):
+        used: set[int] = set()
+        for gi in gs:
+            for j, pj in enumerate(ps):
+                if j not in used and eq(gi, pj):
+                    used.add(j)
+                    break
+            else:
+                break
+        else:
+            return True
+    if max(len(gs), len(ps)) > 30:
+        return False
+    return all(any(eq(g, p) for p in ps) for g in gs) and all(any(eq(g, p) for g in gs) for p in ps)
+
+
+def interval_kinds_differ(g_open: str, g_close: str, p_open: str, p_close: str, n: int) -> bool:
+    """Two-item brackets read as intervals: open and closed ends must agree."""
+    kinds = {g_open + g_close, p_open + p_close}
+    return n == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1
+
+
+@dataclass(frozen=True)
+class Written:
+    """How a number was written: decimal places and significant digits of a decimal literal
+    (``places`` None otherwise), and whether its value is rational / an integer."""
+
+    places: int | None
+    sig: int
+    rational: bool
+    integer: bool
+
+
+def decimal_match(
+    g: Written, p: Written, rounds: Callable[[str], bool], truncates: Callable[[], bool]
+) -> bool:
+    """Values that differ, one of them written as a decimal: the decimal stands for the other
+    value when it is that value rounded, with enough significant digits to be a rounding (2 for a
+    rational, 4 for an irrational such as pi; an integer never rounds), or when the *reference*
+    is a truncation of the answer's exact value (``41.494`` for 17 + 10 sqrt 6 = 41.4949...).
+    ``rounds("p")``: the answer's decimal is the reference rounded; ``rounds("g")`` the reverse."""
+    need = 2 if g.rational else 4
+    if p.places is not None and g.places is None and p.sig >= need:
+        return rounds("p") and not (g.integer and p.places == 0)
+    if g.places is not None and p.places is None and g.sig >= 3 and not p.integer:
+        return rounds("g") or truncates()
+    if g.places is not None and p.places is not None and g.places != p.places:
+        coarse = g if g.places < p.places else p
+        return coarse.sig >= 3 and rounds("g" if coarse is g else "p")
+    return False
