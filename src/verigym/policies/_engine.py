@@ -22,6 +22,11 @@ import numpy as np
 
 __all__ = ["EarlyStop", "RowResult", "RowSpec", "run_rows"]
 
+_FLUSH_AHEAD = 16
+"""Finished rows are handed back mid-pass (``flush``) only while the pass may run more than this many
+more steps; otherwise at its end: a request never waits more than this many steps for the rest of the
+pass, and short passes (RL's) do not wake the caller's loop at every step to contend for the GIL."""
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -171,7 +176,8 @@ def run_rows(
     the running batch: prompts of at most ``length`` tokens (the cache length so far; they are left-padded
     to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with ``headroom`` × the longest
     ``max_tokens`` extra for joiners, so the pass ends); ``deliver(spec, result)`` is called as soon as a row finishes,
-    and ``flush()`` after each step's rows were delivered. Results of admitted rows are delivered only (the
+    and ``flush()`` after a step's rows were delivered while the pass may still run more than ``_FLUSH_AHEAD``
+    steps, and at its end. Results of admitted rows are delivered only (the
     returned list covers ``specs``).
     """
     import torch
@@ -213,6 +219,7 @@ def run_rows(
     eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=device)
     want_top = max((s.top_logprobs or (20 if s.early_stop else 0)) for s in specs)
     lengths = np.zeros(len(specs), dtype=np.int64)
+    limits = np.array([s.max_tokens for s in specs], dtype=np.int64)
     max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
     dead: set[int] = set()  # batch positions finished but not yet pruned
     while True:
@@ -252,10 +259,10 @@ def run_rows(
                 dead.add(pos)
                 if deliver is not None:
                     deliver(spec, res)
-        if flush is not None:
-            flush()
         if len(dead) == len(batch.rows):
             break
+        if flush is not None and int((limits[batch.rows] - lengths[batch.rows]).max()) > _FLUSH_AHEAD:
+            flush()
         if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:
             keep = [p for p in range(len(batch.rows)) if p not in dead]
             sel = torch.tensor(keep, dtype=torch.long, device=device)
@@ -276,12 +283,15 @@ def run_rows(
             specs += new
             results += [RowResult() for _ in new]
             lengths = np.concatenate([lengths, np.zeros(len(new), dtype=np.int64)])
+            limits = np.concatenate([limits, np.array([s.max_tokens for s in new], dtype=np.int64)])
             max_stop.update({base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop})
             want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
             joined, new_mask, new_pos = _prefill_joining(model, step, new, pad_id, device)
             logits = torch.cat([logits, joined.float()])
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
             batch.extend(new, range(base, base + len(new)))
+    if flush is not None:
+        flush()
     return results[:first]
 
 

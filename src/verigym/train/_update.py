@@ -36,13 +36,29 @@ class UpdateState:
 
 
 def forward_logprobs(
-    model: Any, batch: Batch, temperature: float, *, entropy: bool = False
+    model: Any, batch: Batch, temperature: float, *, entropy: bool = False, entropy_grad: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log π of each target (B, T−1), entropy per position (B, T−1) or None)."""
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
     logits = out.logits[:, :-1]
+    if entropy and not entropy_grad:
+        return _logp_and_entropy(logits, batch.targets, temperature)
     logp = L.token_logprobs(logits, batch.targets, temperature)
     ent = L.token_entropy(logits, temperature) if entropy else None
+    return logp, ent
+
+
+def _logp_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``token_logprobs`` and a no-grad ``token_entropy`` from one log-softmax: the same values (the
+    entropy is only logged, so nothing of it enters the backward pass)."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits.float(), dim=-1)
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, ent
 
 
@@ -76,9 +92,15 @@ def _prefix_len(row: Row) -> int:
 
 
 def forward_rows(
-    model: Any, rows: Sequence[Row], pad_id: int, temperature: float, *, share_prefix: bool
+    model: Any,
+    rows: Sequence[Row],
+    pad_id: int,
+    temperature: float,
+    *,
+    share_prefix: bool,
+    entropy_grad: bool = True,
 ) -> Forward:
-    """The training forward of ``rows``.
+    """The training forward of ``rows``; ``entropy_grad=False``: the entropy is for logging only.
 
     With ``share_prefix`` the prompt each group shares is run once and its keys/values are reused (with
     gradient) by every completion of the group: the samples of a GRPO group cost one prompt forward,
@@ -89,7 +111,7 @@ def forward_rows(
         assert r.logprobs is not None
     if not share_prefix:
         batch = collate(rows, pad_id).to(device)
-        logp, ent = forward_logprobs(model, batch, temperature, entropy=True)
+        logp, ent = forward_logprobs(model, batch, temperature, entropy=True, entropy_grad=entropy_grad)
         assert ent is not None and batch.old_logprobs is not None
         return Forward(logp, ent, batch.mask, batch.old_logprobs, batch.advantages, [1] * len(rows))
     starts = [_prefix_len(r) for r in rows]
@@ -122,9 +144,14 @@ def forward_rows(
         use_cache=True,
     )
     logits = torch.cat([out.logits[:, -1:][idx], out2.logits[:, :-1]], dim=1)
+    targets = sids.to(device)
+    if entropy_grad:
+        logp, ent = L.token_logprobs(logits, targets, temperature), L.token_entropy(logits, temperature)
+    else:
+        logp, ent = _logp_and_entropy(logits, targets, temperature)
     fwd = Forward(
-        L.token_logprobs(logits, sids.to(device), temperature),
-        L.token_entropy(logits, temperature),
+        logp,
+        ent,
         torch.zeros(0),
         torch.zeros(0),
         torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
@@ -235,7 +262,9 @@ def policy_update(
             micros = _chunks(range(len(mb_rows)), max(cfg.grad_accum, math.ceil(len(mb_rows) / micro_rows)))
             for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro or [0]]
-                fwd = forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix)
+                fwd = forward_rows(
+                    net, part, pad_id, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad
+                )
                 if not micro:  # fsdp, a rank with no share: a zero-weight pass keeps the collectives paired
                     (fwd.logp.sum() * 0).backward()  # type: ignore[no-untyped-call]
                     continue
