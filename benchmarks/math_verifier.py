@@ -243,13 +243,18 @@ def main() -> None:
     if args.chunk < 1:
         sys.exit("error: --chunk must be at least 1")
 
-    # Warm both sides outside the timed runs: imports and verigym's worker; caches are cleared later.
+    # Warm both sides outside the timed runs with the same checks (imports, sympy's first use of
+    # each kind of expression, verigym's worker); caches are cleared later.
     from math_verify import parse, verify
 
-    from verigym.graders.math import bench_warmup
+    from verigym.graders.math import bench_warmup, check_equivalent, clear_caches
+    from verigym.graders.math._worker import WARMUP
 
-    bench_warmup()
-    verify(parse("$1$"), parse("$1$"))
+    bench_warmup()  # verigym's worker runs WARMUP when it starts; math-verify gets the same checks here
+    for gold, pred in WARMUP:
+        check_equivalent(gold, pred)
+        verify(parse(f"${gold}$"), parse(f"${pred}$"))
+    clear_caches()
 
     policies = ["cold", "warm"] if args.policy == "both" else [args.policy]
     header = {"cpu": _cpu(), "load_before": _load(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -39,10 +39,12 @@ _MAX_PRED = 4000  # longer texts are extracted in a worker, under the hard timeo
 _MAX_BITS = 4096
 _NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # _values.NUM_RE
 _DEFER = re.compile(
-    r"[=<>:;|!]|\\(?:le|ge|ne|pm|mp|approx|cup|cap|setminus|begin|circ|in|sim|equiv|to|ldots|mid)(?![a-zA-Z])"
+    r"[;|!]|\\(?:ne|pm|mp|approx|cup|cap|setminus|begin|circ|in|sim|equiv|to|ldots|mid)(?![a-zA-Z])"
     r"|\band\b|\bor\b|\^\s*\\circ|\\text\s*\{\s*(?:and|or|,)"
 )
-_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/^{}()])")
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/:^{}()])")
+_REL = re.compile(r"(\\le |\\ge |<|>)")  # _parse._REL_OPS without \ne
+_VAR = re.compile(r"[a-zA-Z]")
 
 
 class _Defer(Exception):
@@ -72,7 +74,25 @@ class Group:
     items: tuple[Val, ...]
 
 
-Val = Num | Seq | Group
+@dataclass(frozen=True)
+class Eq:
+    """``x = 5``: a named value (``_values.Eqn`` with a one-letter name and a number)."""
+
+    name: str
+    value: Val
+
+
+@dataclass(frozen=True)
+class Ival:
+    """A one-variable inequality chain as its interval (``_values.rel_to_set``); ends exact."""
+
+    lo: Fraction | None  # None: minus infinity
+    hi: Fraction | None  # None: plus infinity
+    lo_open: bool
+    hi_open: bool
+
+
+Val = Num | Seq | Group | Eq | Ival
 
 
 def _literal(raw: str, percent: bool = False) -> Num:
@@ -117,10 +137,10 @@ class _Reader:
 
     def term(self) -> Fraction:
         v = self.unary()
-        while self.peek() in ("*", "/", "\\cdot", "\\times", "\\div"):
+        while self.peek() in ("*", "/", ":", "\\cdot", "\\times", "\\div"):
             op = self.take()
             w = self.unary()
-            if op in ("/", "\\div"):
+            if op in ("/", ":", "\\div"):
                 if w == 0:
                     raise _Defer
                 v = v / w
@@ -220,6 +240,12 @@ def _number(core: str, percent: bool) -> Num:
 
 def _item(s: str) -> Val:
     s = s.strip()
+    if re.fullmatch(r"\d{1,2}:\d{2}", s):
+        raise _Defer  # a time of day: text in the full path
+    if _VAR.search(re.sub(r"\\[a-zA-Z]+", "", s)) and ("=" in s or _REL.search(s)):
+        return _equation(s) if "=" in s else _relation(s)
+    if "=" in s or _REL.search(s):
+        raise _Defer
     br = bracketed(s)
     if br is not None:
         o, c, inner = br
@@ -235,6 +261,72 @@ def _item(s: str) -> Val:
     if re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])", "", core)):
         raise _Defer
     return _number(core, decor.percent)
+
+
+def _equation(s: str) -> Eq:
+    """``x = 5``, ``x_1 = -2``: one name (one letter, perhaps a digit subscript) and a number."""
+    lhs, _, rhs = s.partition("=")
+    name = re.sub(r"\s+", "", lhs)
+    if not re.fullmatch(r"[a-zA-Z](?:_\{?\d+\}?)?", name) or "=" in rhs or name in "eEiI":
+        raise _Defer
+    value = _item(rhs)
+    if not isinstance(value, Num):
+        raise _Defer
+    return Eq(name, value)
+
+
+def _relation(s: str) -> Ival:
+    """``a < x \\le b``, ``x > 3``, ``2 \\ge x`` in one letter with number bounds, as an interval."""
+    pieces = _REL.split(s)
+    exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
+    var = [k for k, e in enumerate(exprs) if _VAR.fullmatch(e)]
+    if (
+        len(var) != 1
+        or exprs[var[0]] in "eEiI"
+        or len(exprs) not in (2, 3)
+        or (len(exprs) == 3 and var[0] != 1)
+    ):
+        raise _Defer
+    bounds = [None if k == var[0] else _number(e, False) for k, e in enumerate(exprs)]
+    if any(b is not None and b.value is None for b in bounds):
+        raise _Defer
+    lo: Fraction | None = None
+    hi: Fraction | None = None
+    lo_open = hi_open = True
+    for k, op in enumerate(ops):
+        a, b = bounds[k], bounds[k + 1]
+        upper = (op in ("<", "\\le")) == (a is None)  # "x < c" or "c > x": c bounds x above
+        c = b if a is None else a
+        assert c is not None and c.value is not None
+        if upper:
+            if hi is not None:
+                raise _Defer
+            hi, hi_open = c.value, op in ("<", ">")
+        else:
+            if lo is not None:
+                raise _Defer
+            lo, lo_open = c.value, op in ("<", ">")
+    if lo is not None and hi is not None and lo >= hi:
+        raise _Defer  # empty or a point: sympy gives another kind of set
+    return Ival(lo, hi, lo_open, hi_open)
+
+
+def _as_ival(v: Val) -> Ival | None:
+    """A two-item bracket as the interval the full path reads (``_compare._seq_as_set``)."""
+    if isinstance(v, Ival):
+        return v
+    if not (isinstance(v, Seq) and len(v.items) == 2 and v.open in "([" and v.close in ")]"):
+        return None
+    a, b = v.items
+    if not (isinstance(a, Num) and isinstance(b, Num)):
+        return None
+    if (a.value is None and a.inf != -1) or (b.value is None and b.inf != 1):
+        raise _Defer
+    if a.value is not None and b.value is not None and a.value >= b.value:
+        raise _Defer
+    lo_open = a.value is None or v.open == "("
+    hi_open = b.value is None or v.close == ")"
+    return Ival(a.value, b.value, lo_open, hi_open)
 
 
 def fast_parse(s: str) -> tuple[Val, ...]:
@@ -316,6 +408,21 @@ def _scalar_eq(g: Num, p: Num) -> bool:
 
 def _equal(g: Val, p: Val) -> bool:
     g, p = flat(g, Group), flat(p, Group)
+    if isinstance(g, Eq):
+        if isinstance(p, Eq) and p.name != g.name:
+            raise _Defer  # names that may still be one symbol (x_1, x_{1}): the full check
+        return _equal(g.value, p.value if isinstance(p, Eq) else p)
+    if isinstance(p, Eq):
+        return _equal(g, p.value)
+    if isinstance(g, Ival) or isinstance(p, Ival):
+        if (
+            isinstance(g, Group | Ival)
+            and isinstance(p, Group | Ival)
+            and (isinstance(g, Group) or isinstance(p, Group))
+        ):
+            raise _Defer  # unions of relations
+        gi, pi = _as_ival(g), _as_ival(p)
+        return gi is not None and pi is not None and gi == pi
     if isinstance(g, Num) and isinstance(p, Num):
         return _scalar_eq(g, p)
     if isinstance(g, Group) and isinstance(p, Group):

@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-__all__ = ["CheckCrashed", "CheckTimeout", "WorkerPool", "default_pool"]
+__all__ = ["WARMUP", "CheckCrashed", "CheckTimeout", "WorkerPool", "default_pool"]
 
 _STARTUP_S = 120.0
 _HEADER = struct.Struct("!I")
@@ -83,6 +83,7 @@ def _serve() -> None:
     sys.stdout = sys.stderr  # nothing the check prints can corrupt the protocol
     from verigym.graders.math._check import check
 
+    _warm(check)
     _write(out, ("ready", None))
     fd = sys.stdin.fileno()
     while True:
@@ -95,6 +96,25 @@ def _serve() -> None:
         except Exception as exc:  # reported to the caller as an errored verdict
             reply = ("error", f"{type(exc).__name__}: {exc}")
         _write(out, reply)
+
+
+WARMUP = (  # one check of each common kind: sympy's first use of each costs up to ~0.3 s
+    ("x^2 - 1", "(x-1)(x+1)"),
+    ("x < 1", "-x > -1"),
+    ("f(x) = 2x", "f(x) = x"),
+    ("\\frac{\\sqrt{2}}{2}", "0.7071"),
+    ("(1, 2]", "1 < x \\le 2"),
+    ("\\sin^2 x + \\cos^2 x", "1"),
+    ("2 \\arcsin \\sqrt{a}", "\\arccos(1 - 2a)"),
+)
+
+
+def _warm(check: Any) -> None:
+    """Run the warm-up checks once, so a started worker answers its first real check at speed."""
+    for gold, pred in WARMUP:
+        with contextlib.suppress(Exception):
+            check(gold, pred)
+    _clear()
 
 
 def _clear() -> bool:
