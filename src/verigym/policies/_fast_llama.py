@@ -64,8 +64,11 @@ def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * h.to(x.dtype)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, signed: bool = False) -> torch.Tensor:
+    """x·cos + rotate_half(x)·sin; ``signed``: ``sin`` already carries rotate_half's minus sign."""
     half = x.shape[-1] // 2
+    if signed:
+        return x * cos + torch.cat((x[..., half:], x[..., :half]), dim=-1) * sin
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
@@ -85,6 +88,20 @@ class FastLlama:
         self.v = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.fused]
         self.length = 0
         self.capacity = capacity
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._rope_table()
+
+    def _rope_table(self) -> None:
+        """cos/sin of every position up to ``capacity``, computed once by the model's own rotary module
+        (plain RoPE only; the same values as calling it per step) and looked up per step."""
+        rotary = self.model.model.rotary_emb
+        if getattr(rotary, "rope_type", None) != "default":
+            return
+        weight = self.model.model.embed_tokens.weight
+        probe = torch.zeros(1, 1, 1, dtype=weight.dtype, device=weight.device)
+        cos, sin = rotary(probe, torch.arange(self.capacity, device=weight.device)[None, :])
+        half = sin.shape[-1] // 2  # the sign of rotate_half folded into sin: (-x2)·s = x2·(-s) exactly
+        self._rope = (cos[0], torch.cat((-sin[0, :, :half], sin[0, :, half:]), dim=-1))
 
     def join(self, other: FastLlama) -> None:
         """Append the rows of ``other`` (same cache length) to this batch, growing capacity if needed."""
@@ -98,6 +115,8 @@ class FastLlama:
         self.k = [torch.cat([grow(a), grow(b)]) for a, b in zip(self.k, other.k, strict=True)]
         self.v = [torch.cat([grow(a), grow(b)]) for a, b in zip(self.v, other.v, strict=True)]
         self.capacity = size
+        if self._rope is not None and self._rope[0].shape[0] < size:
+            self._rope_table()
 
     def select(self, index: torch.Tensor) -> None:
         """Keep (or repeat) batch rows ``index`` of the cache (``index_select`` copies whole rows; indexing
@@ -112,7 +131,11 @@ class FastLlama:
         batch, steps = ids.shape
         start, end = self.length, self.length + steps
         x = F.embedding(ids, inner.embed_tokens.weight)
-        cos, sin = inner.rotary_emb(x, positions)
+        signed = self._rope is not None
+        if self._rope is not None:
+            cos, sin = F.embedding(positions, self._rope[0]), F.embedding(positions, self._rope[1])
+        else:
+            cos, sin = inner.rotary_emb(x, positions)
         cos, sin = cos[:, None], sin[:, None]
         allowed = key_mask[:, None, None, :end].bool()
         if steps > 1:
@@ -130,7 +153,7 @@ class FastLlama:
             attn = layer.self_attn
             h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
             qkv = F.linear(h, w_qkv).view(batch, steps, self.heads + 2 * self.kv_heads, self.head_dim)
-            qk = _rotate(qkv[:, :, : self.heads + self.kv_heads].transpose(1, 2), cos, sin)
+            qk = _rotate(qkv[:, :, : self.heads + self.kv_heads].transpose(1, 2), cos, sin, signed)
             q = qk[:, : self.heads]
             self.k[i][:, :, start:end] = qk[:, self.heads :]
             self.v[i][:, :, start:end] = qkv[:, :, self.heads + self.kv_heads :].transpose(1, 2)
