@@ -177,7 +177,7 @@ def run_rows(
     to it) and ``max_tokens`` of at most ``room`` (the cache is sized once, with ``headroom`` × the longest
     ``max_tokens`` extra for joiners, so the pass ends); ``deliver(spec, result)`` is called as soon as a row finishes,
     and ``flush()`` after a step's rows were delivered while the pass may still run more than ``_FLUSH_AHEAD``
-    steps, and at its end. Results of admitted rows are delivered only (the
+    steps (the caller resolves the rest when the pass returns). Results of admitted rows are delivered only (the
     returned list covers ``specs``).
     """
     import torch
@@ -290,8 +290,6 @@ def run_rows(
             logits = torch.cat([logits, joined.float()])
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
             batch.extend(new, range(base, base + len(new)))
-    if flush is not None:
-        flush()
     return results[:first]
 
 

@@ -256,6 +256,8 @@ class LocalPolicy(AdapterMixin):
                         headroom=headroom,
                         flush=flush,
                     )
+                    if flush is not None and start + self.max_batch_rows < len(specs):
+                        flush()  # this chunk's rows need not wait for the next chunk
             finally:
                 if was_training:
                     self.model.train(True)
