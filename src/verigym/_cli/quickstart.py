@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
             Path("runs/quickstart"), "--out", help="Run directory; `verigym eval` finds OUT/checkpoint."
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of the model, the tasks and the sampling."),
-        steps: int = typer.Option(None, "--steps", help="RL steps (default 100; 30 with --env calc)."),
+        steps: int = typer.Option(None, "--steps", help="RL steps (default 100; 60 with --env calc)."),
         threads: int = typer.Option(
             1, "--threads", help="torch CPU threads (1 is fastest for the tiny model)."
         ),
