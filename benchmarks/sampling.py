@@ -12,6 +12,8 @@ ratio with MET / NOT MET against issue 17's targets (fixed ≥ 1.5×, RL-style �
   (``num_return_sequences`` for transformers), stopping at EOS; tokens/s counts the tokens each row
   really produced (through its EOS). LocalPolicy prefills each prompt once and drops finished rows.
 
+Prompts are tokenised again every round on both sides (``--cached-prompts``: once, on both sides).
+
     python benchmarks/sampling.py                       # small (~3M) model, CPU
     python benchmarks/sampling.py --size 100m --device cuda --batch 64 --new-tokens 256
 """
@@ -52,8 +54,15 @@ def prompts(n: int, long: bool = False) -> list[list[Message]]:
 
 
 def run_local(
-    policy: LocalPolicy, rows: list[list[Message]], new_tokens: int, n: int = 1, seed: int = 0
+    policy: LocalPolicy,
+    rows: list[list[Message]],
+    new_tokens: int,
+    n: int = 1,
+    seed: int = 0,
+    cached: bool = False,
 ) -> int:
+    if not cached:  # tokenise the prompts again every round, as the transformers side does
+        policy.clear_encode_cache()
     sampling = Sampling(temperature=1.0, max_tokens=new_tokens)
     count = len(rows) * n
     seeds = list(range(seed * count, (seed + 1) * count))  # a fresh draw every round
@@ -71,13 +80,11 @@ def run_hf(
     n: int = 1,
     fixed: bool = True,
     seed: int = 0,
+    enc: Any = None,
 ) -> int:
     torch.manual_seed(seed)
-    texts = [
-        tok.apply_chat_template([m.to_openai() for m in r], add_generation_prompt=True, tokenize=False)
-        for r in rows
-    ]
-    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    if enc is None:
+        enc = encode_hf(tok, rows, device)
     with torch.inference_mode():
         out = model.generate(
             **enc,
@@ -101,6 +108,14 @@ def run_hf(
     return int(
         ((ended == 0) | ((ended == 1) & (new == tok.eos_token_id))).sum()
     )  # tokens through the first EOS
+
+
+def encode_hf(tok: Any, rows: list[list[Message]], device: str) -> Any:
+    texts = [
+        tok.apply_chat_template([m.to_openai() for m in r], add_generation_prompt=True, tokenize=False)
+        for r in rows
+    ]
+    return tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
 
 
 def interleaved(ours: Any, theirs: Any, rounds: int) -> list[tuple[float, float]]:
@@ -149,6 +164,12 @@ def main() -> None:
         "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for both sides")
+    parser.add_argument(
+        "--cached-prompts",
+        action="store_true",
+        help="both sides tokenise the prompts once and reuse them every round (default: both re-tokenise "
+        "every round; LocalPolicy's prompt memo is cleared)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -161,19 +182,29 @@ def main() -> None:
     natural = LocalPolicy(model, tok, name=args.size, max_batch_rows=4096)
     run_local(fixed, prompts(2), 4)  # warm-up both paths
     run_hf(model, tok, prompts(2), 4, args.device)
+    cached = args.cached_prompts
+    print(
+        f"prompts: {'tokenised once, reused every round' if cached else 're-tokenised every round'} on both sides"
+    )
     if args.scenario in ("fixed", "both"):
         rows = prompts(args.batch)
+        enc = encode_hf(tok, rows, args.device) if cached else None
+        run_local(fixed, rows, 1, cached=True)  # fills the memo when cached (outside the timed rounds)
         pairs = interleaved(
-            lambda r: run_local(fixed, rows, args.new_tokens, seed=r),
-            lambda r: run_hf(model, tok, rows, args.new_tokens, args.device, seed=r),
+            lambda r: run_local(fixed, rows, args.new_tokens, seed=r, cached=cached),
+            lambda r: run_hf(model, tok, rows, args.new_tokens, args.device, seed=r, enc=enc),
             args.rounds,
         )
         report(f"fixed: batch {args.batch} x exactly {args.new_tokens} new tokens", pairs, 1.5)
     if args.scenario in ("grpo", "both"):
         rows = prompts(args.groups, long=True)
+        enc = encode_hf(tok, rows, args.device) if cached else None
+        run_local(natural, rows, 1, cached=True)
         pairs = interleaved(
-            lambda r: run_local(natural, rows, args.new_tokens, args.n, seed=r),
-            lambda r: run_hf(model, tok, rows, args.new_tokens, args.device, args.n, fixed=False, seed=r),
+            lambda r: run_local(natural, rows, args.new_tokens, args.n, seed=r, cached=cached),
+            lambda r: run_hf(
+                model, tok, rows, args.new_tokens, args.device, args.n, fixed=False, seed=r, enc=enc
+            ),
             args.rounds,
         )
         plen = len(natural.encode(rows[0]))

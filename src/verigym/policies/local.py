@@ -188,6 +188,10 @@ class LocalPolicy(AdapterMixin):
             self._encoded[key] = ids
         return list(ids)
 
+    def clear_encode_cache(self) -> None:
+        """Forget the memoised prompt token ids (benchmarks that compare against re-tokenising peers)."""
+        self._encoded.clear()
+
     # ---- sampling -------------------------------------------------------------------------------
 
     def spec(
