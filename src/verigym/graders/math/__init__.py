@@ -17,8 +17,10 @@ Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`
 string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
 ``_check`` (one full check), ``_rational`` (the exact fast path), ``_rules`` (the rules both paths
 share: extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode`` (mode
-names), ``_fast`` (LaTeX to sympy without the slow ANTLR parser), ``_floats`` (float evaluation for
-numeric sampling), ``_prose`` (prose references), ``_worker`` (the timeout worker pool), ``_grader``
+names), ``_reader`` (the own LaTeX reader, no sympy), ``_fast`` (its code on sympy: LaTeX to sympy
+without the slow ANTLR parser), ``_floats`` (float evaluation for numeric sampling), ``_sampled`` and
+``_bounded`` (the float path: expressions, lists, tuples and named values compared in floats with
+error bounds, no sympy), ``_prose`` (prose references), ``_worker`` (the timeout worker pool), ``_grader``
 (the public functions re-exported here).
 """
 

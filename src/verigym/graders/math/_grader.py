@@ -23,7 +23,9 @@ Strictness modes (per call, or per task via ``task.info["math_mode"]``): ``equiv
 reference rounded half up), ``with_units`` (the reference's unit, percent or degree sign is
 required). Speed: verdicts are cached by (gold, pred, mode, question); common answers (numbers,
 fractions, simple LaTeX, percent, units, lists, tuples, intervals, sets of those) are decided in
-this process by exact rational arithmetic (``_rational``, no sympy); the rest runs in a
+this process by exact rational arithmetic (``_rational``, no sympy), and expressions in letters
+by sampling the own reader's code in floats with error bounds (``_sampled``, no sympy) wherever
+floats can vouch for the full check's verdict; the rest runs in a
 persistent worker process with a hard timeout; a timeout or internal crash is an *errored*
 verdict (``error`` set), never a rejection, and is not cached.
 """
@@ -41,6 +43,7 @@ from verigym.graders.math._extract import extract, strip_math_delims
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import repair
 from verigym.graders.math._rational import fast_check
+from verigym.graders.math._sampled import sampled_check
 from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -123,7 +126,8 @@ def _digest(s: str | None) -> str | bytes:
 
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
     try:
-        return fast_check(*args)
+        hit = fast_check(*args)
+        return hit if hit is not None else sampled_check(*args)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
 

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 from typing import Any
 
 import sympy
 
 from verigym.graders.math._floats import Unsure, fvalue
 from verigym.graders.math._rules import Written, decimal_match
+from verigym.graders.math._sampled import PARAMS, points
 from verigym.graders.math._values import Scalar
 
 __all__ = ["PARAMS", "close", "expr_eq", "num", "point_value", "points", "sample", "scalar_eq"]
 
 _REL_TOL = 1e-9
-PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}
 _OPAQUE = (sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit)
 
 
@@ -96,11 +95,6 @@ def _const_eq(g: Scalar, p: Scalar, gexpr: Any, pexpr: Any) -> bool:
         return _rounds_to(g, pexpr) if side == "g" else _rounds_to(p, gexpr)
 
     return decimal_match(gw, pw, rounds, lambda: _truncates_to(g, pexpr))
-
-
-def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
-    rng = random.Random(seed)
-    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
 
 
 def _value_at(e: Any, pt: dict[Any, float]) -> Any:

@@ -15,9 +15,16 @@ from typing import Any
 import sympy
 
 from verigym.graders.math._norm import Decor, split_decor, split_top
-from verigym.graders.math._rules import balanced, bracketed, readings_prefix, strip_answer
-from verigym.graders.math._values import (
+from verigym.graders.math._rules import (
     NUM_RE,
+    bracketed,
+    is_name,
+    is_text,
+    is_word,
+    readings_prefix,
+    strip_answer,
+)
+from verigym.graders.math._values import (
     Eqn,
     Group,
     Mat,
@@ -37,10 +44,6 @@ from verigym.graders.math._values import (
 __all__ = ["parse"]
 
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")
-_NAME = re.compile(
-    r"^(?:[a-zA-Z][a-zA-Z ]*|\\[a-zA-Z]+|[A-Za-z](?:_\{?[\w\\{}-]+\}?)?(?:\^\{?\w+\}?)?"
-    r"|[a-zA-Z]+\s*\([\w,\s]*\)|\|[A-Za-z]+\||[A-Za-z_{}\\\d]+\s*:\s*[A-Za-z_{}\\\d]+|\([a-zA-Z,\s()]+\))$"
-)
 
 
 @functools.lru_cache(maxsize=2048)
@@ -107,7 +110,7 @@ def _parse_item(s: str) -> Value:
     if _top_has(s, "\\approx"):
         parts = split_top(s, ("\\approx",))
         # "x = 1/3 \approx 0.33" -> the exact value; "x \approx 11" -> the approximation
-        s = parts[0] if _top_has(parts[0], "=") or not _is_name(parts[0]) else parts[-1]
+        s = parts[0] if _top_has(parts[0], "=") or not is_name(parts[0]) else parts[-1]
     s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)
     if _top_has(s, "="):
         return _parse_eq(s)
@@ -116,23 +119,11 @@ def _parse_item(s: str) -> Value:
     return _parse_atom(s)
 
 
-def _is_name(s: str) -> bool:
-    """A label rather than a quantity: ``x``, ``f(x)``, ``a_{37}``, ``|AB|``, ``V_1:V_2``,
-    ``\\frac{NO}{BO}``, ``Maximum`` (no digits outside subscripts and arguments, no + or -)."""
-    s = s.strip()
-    if not s or NUM_RE.match(s):
-        return False
-    if _NAME.match(s):
-        return True
-    bare = re.sub(r"_\{[^{}]*\}|_\w|\([^()]*\)|\\frac|\\cdot|\\(?:mathrm|text)", "", s)
-    return not re.search(r"[\d+\-=<>^]|\\(?:le|ge|ne|in|pm)\b", bare) and bool(re.search(r"[A-Za-z]", bare))
-
-
 def _parse_eq(s: str) -> Value:
     parts = [p.strip() for p in split_top(s, ("=",))]
     if len(parts) < 2 or not all(parts):
         raise ParseError(f"malformed equation {s!r}")
-    named = [p for p in parts[:-1] if _is_name(p)]
+    named = [p for p in parts[:-1] if is_name(p)]
     constant = not named and all(not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
     # "x = 5+5+1 = 11" and "1/2 = 0.5" state a value: the last part.
     value = _parse_item(parts[-1]) if named or constant else None
@@ -186,7 +177,7 @@ def _parse_atom(s: str) -> Value:
     if NUM_RE.match(core):
         sc = decimal_scalar(core)
         return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
-    if _is_text(core) or _is_word(core):
+    if is_text(core) or is_word(core):
         return Text(_norm_text(core))
     try:
         expr = to_sympy(core)
@@ -203,22 +194,6 @@ def _parse_atom(s: str) -> Value:
     if not isinstance(expr, sympy.Expr):
         raise ParseError(f"{s!r} is not a value ({type(expr).__name__})")
     return Scalar(expr, core, decor=decor)
-
-
-def _is_text(s: str) -> bool:
-    body = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
-    words = re.findall(r"[A-Za-z]{2,}", body)
-    if s.startswith("\\text{") and s.endswith("}") and balanced(s[6:-1]) and not re.search(r"\d", s):
-        return True
-    return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
-
-
-_WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", "neither", "both"}
-
-
-def _is_word(s: str) -> bool:
-    """One word (``circle``, ``Maximum``, ``odd``), not a product of letters (``ab``, ``xyz``)."""
-    return bool(re.fullmatch(r"[A-Za-z]{4,}", s)) or s.lower() in _WORDS
 
 
 def _norm_text(s: str) -> str:

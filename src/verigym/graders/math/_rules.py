@@ -22,6 +22,7 @@ from verigym.graders.math._extract import extract, in_question
 from verigym.graders.math._norm import clean, repair
 
 __all__ = [
+    "NUM_RE",
     "THOUSANDS",
     "Answers",
     "Written",
@@ -30,6 +31,9 @@ __all__ = [
     "decimal_match",
     "flat",
     "interval_kinds_differ",
+    "is_name",
+    "is_text",
+    "is_word",
     "multiset_eq",
     "prepare",
     "readings_prefix",
@@ -177,3 +181,40 @@ def decimal_match(
         coarse = g if g.places < p.places else p
         return coarse.sig >= 3 and rounds("g" if coarse is g else "p")
     return False
+
+
+def is_text(s: str) -> bool:
+    """Prose rather than an expression: a ``\\text{}`` without digits, or two words and no
+    operators."""
+    body = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    words = re.findall(r"[A-Za-z]{2,}", body)
+    if s.startswith("\\text{") and s.endswith("}") and balanced(s[6:-1]) and not re.search(r"\d", s):
+        return True
+    return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
+
+
+_WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", "neither", "both"}
+
+
+def is_word(s: str) -> bool:
+    """One word (``circle``, ``Maximum``, ``odd``), not a product of letters (``ab``, ``xyz``)."""
+    return bool(re.fullmatch(r"[A-Za-z]{4,}", s)) or s.lower() in _WORDS
+
+
+NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # a plain number literal
+_NAME = re.compile(
+    r"^(?:[a-zA-Z][a-zA-Z ]*|\\[a-zA-Z]+|[A-Za-z](?:_\{?[\w\\{}-]+\}?)?(?:\^\{?\w+\}?)?"
+    r"|[a-zA-Z]+\s*\([\w,\s]*\)|\|[A-Za-z]+\||[A-Za-z_{}\\\d]+\s*:\s*[A-Za-z_{}\\\d]+|\([a-zA-Z,\s()]+\))$"
+)
+
+
+def is_name(s: str) -> bool:
+    """A label rather than a quantity: ``x``, ``f(x)``, ``a_{37}``, ``|AB|``, ``V_1:V_2``,
+    ``\\frac{NO}{BO}``, ``Maximum`` (no digits outside subscripts and arguments, no + or -)."""
+    s = s.strip()
+    if not s or NUM_RE.match(s):
+        return False
+    if _NAME.match(s):
+        return True
+    bare = re.sub(r"_\{[^{}]*\}|_\w|\([^()]*\)|\\frac|\\cdot|\\(?:mathrm|text)", "", s)
+    return not re.search(r"[\d+\-=<>^]|\\(?:le|ge|ne|in|pm)\b", bare) and bool(re.search(r"[A-Za-z]", bare))

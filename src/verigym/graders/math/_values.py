@@ -93,7 +93,6 @@ class Text:
 
 Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq | Group | Mat | Text
 
-NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")
 _FRAC = re.compile(r"^([+-]?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))$")
 _I = sympy.Symbol("i")
 _WORDY = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{4,}")  # a word of 4+ letters outside a command

@@ -1,0 +1,120 @@
+"""The float path (``_sampled``) never decides differently from the full sympy check.
+
+``suite_lines.jsonl`` holds the 449 lines of the two public suites (math-verify-tests: the test
+cases of huggingface/Math-Verify; hardverify-math: uw-nsl/TinyV HardVerify-Math) that the exact
+fast path leaves to the full check (``id``, ``gold``, ``pred``; ``question`` where it changes the
+extraction). Wherever the float path decides one of them, or a random expression pair, its
+verdict must be the full check's; and it must decide without importing sympy.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verigym.graders.math._check import check
+from verigym.graders.math._sampled import sampled_check
+
+_LINES = [json.loads(x) for x in (Path(__file__).parent / "suite_lines.jsonl").read_text().splitlines()]
+
+
+def test_float_path_agrees_with_the_full_check_on_the_public_suites() -> None:
+    decided = []
+    for line in _LINES:
+        args = (line["gold"], line["pred"], "equivalent", line.get("question"))
+        fast = sampled_check(*args)
+        if fast is None:
+            continue
+        decided.append(line["id"])
+        slow = check(*args)
+        assert (fast[0], fast[2]) == (slow[0], slow[2]), (line["id"], fast, slow)
+    assert len(decided) >= 120, len(decided)  # the path covers a good part of what sympy did
+
+
+CASES = [  # (gold, pred, verdict or None: deferred to the full check)
+    ("x^2 - 1", "(x-1)(x+1)", True),
+    ("\\sqrt{x^2}", "x", False),  # equal at positive points, not at negative ones
+    ("n\\pi", "k\\pi", True),  # a renamed parameter
+    ("\\frac{1}{\\sqrt{n}}", "\\sqrt{\\frac{1}{n}}", True),
+    ("2\\sin x \\cos x", "\\sin 2x", True),
+    ("1 - \\frac{1}{e}", "1 + \\frac{1}{e}", False),
+    ("\\frac{\\sqrt{5} + 1}{2}", "\\dfrac{1 + \\sqrt{5}}{2}", True),
+    ("5 \\sqrt[3]{4}", "5 \\cdot 2^{2/3}", True),
+    ("5 \\sqrt[3]{4}", "5 \\cdot 2^{1/3}", False),
+    ("\\frac{1}{3}", "\\frac{3333333333}{10000000000}", False),  # two rationals: exactly
+    ("(2 + \\sqrt{2}, 1 + \\sqrt{2})", "(2 + \\sqrt{2}, 1 - \\sqrt{2})", False),
+    ("\\{1 + \\sqrt{5}, -2\\}", "-2, 1 + \\sqrt{5}", True),
+    ("f(x) = x + 1", "f(x) = x - 1", False),
+    ("f(n) = 2n + 1007", "f(m) = 2m + 1007", True),  # the bound variable renamed
+    ("k = 2n - 1", "2n - 1", True),
+    ("k = 2n - 1", "2n + 1", False),
+    ("\\sqrt{2}", "1.41421356", None),  # a decimal: the rounding rules
+    ("x + \\tan \\frac{\\pi}{2}", "x", None),  # sympy holds zoo there
+    ("(x+1)^2 - x^2 - 2x", "1", True),
+    ("\\frac{\\pi}{6}", "0.5236", None),  # a decimal written as a number: rounding rules
+    ("x + 10^{-9}", "x", None),  # between the margins (1e-10, 1e-6): the full check decides
+    ("x", "x \\text{ cm}", None),
+    ("f(x) = 2x", "2x", True),
+    ("f(x) = 2x", "3x", None),  # rejected only after the full check's other readings of an equation
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "verdict"), CASES)
+def test_float_path_cases(gold: str, pred: str, verdict: bool | None) -> None:
+    fast = sampled_check(gold, pred)
+    assert (None if fast is None else fast[0]) is verdict
+    if fast is not None:
+        assert fast[0] == check(gold, pred)[0]
+
+
+_ATOMS = ["x", "y", "n", "t", "2", "3", "\\pi", "e", "\\frac{1}{2}", "x_1", "\\theta"]
+_UNARY = [
+    "\\sqrt{%s}",
+    "\\sin(%s)",
+    "\\cos(%s)",
+    "\\ln(%s)",
+    "e^{%s}",
+    "(%s)^{2}",
+    "(%s)^{3}",
+    "|%s|",
+    "-(%s)",
+]
+_BINARY = ["%s + %s", "%s - %s", "%s \\cdot %s", "\\frac{%s}{%s}", "(%s)^{%s}"]
+
+
+def _expr(rng: random.Random, depth: int = 0) -> str:
+    if depth >= 3 or rng.random() < 0.3:
+        return rng.choice(_ATOMS)
+    if rng.random() < 0.4:
+        return rng.choice(_UNARY) % _expr(rng, depth + 1)
+    return rng.choice(_BINARY) % (_expr(rng, depth + 1), _expr(rng, depth + 1))
+
+
+def test_property_float_path_agrees_with_the_full_check_on_random_expressions() -> None:
+    rng = random.Random(7)
+    decided = 0
+    for _ in range(160):
+        gold = _expr(rng)
+        pred = rng.choice([gold, _expr(rng), f"{gold} + 0", f"({gold}) \\cdot 1", f"2({gold}) - ({gold})"])
+        fast = sampled_check(gold, pred)
+        if fast is None:
+            continue
+        decided += 1
+        assert fast[0] == check(gold, pred)[0], (gold, pred, fast)
+    assert decided >= 60, decided
+
+
+def test_float_path_does_not_import_sympy() -> None:
+    code = (
+        "import sys\n"
+        "from verigym.graders.math._sampled import sampled_check\n"
+        "assert sampled_check('x^2 - 1', '(x-1)(x+1)')[0] is True\n"
+        "assert sampled_check('\\\\sqrt{x^2}', 'x')[0] is False\n"
+        "assert 'sympy' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
