@@ -16,7 +16,6 @@ from __future__ import annotations
 import cmath
 import math
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any
 
 __all__ = ["NAMES", "Bounded", "Unsure"]
@@ -166,9 +165,10 @@ def _binomial(n: Bounded, k: Bounded) -> Bounded:
 
 
 def _number(t: str) -> Bounded:
-    exact = Fraction(t)
-    v = float(exact)
-    return Bounded(v, 0.0 if Fraction(v) == exact else _U * abs(v))
+    if t.isdigit() and len(t) <= 15:
+        return Bounded(float(t), 0.0)  # an integer below 2**53: exact
+    v = float(t)  # correctly rounded: within half an ulp
+    return Bounded(v, _U * abs(v))
 
 
 def _abs(x: Bounded) -> Bounded:
