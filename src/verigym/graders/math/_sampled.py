@@ -50,7 +50,7 @@ PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamab
 _VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
 _NOT_READ = re.compile(r"\boo\b|\b(?:Sum|Product|floor|ceiling|Min|Max|_f\d+)\(")
 _IRRATIONAL = re.compile(r"\b(?:pi|E|sqrt|root|log|log10|exp|sin|cos|tan|cot|sec|csc|asin|acos|atan)\b|\*\*")
-_SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,3}'\)\)?\)")
+_SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100: no huge integers
 _LITERAL = re.compile(r"_n\('[\d.]+'\)")
 _DEFER = re.compile(
     r"[;:<>|]|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|circ|langle)"
@@ -76,7 +76,7 @@ class _Expr:
         """The exact value of a rational constant (``+ - * /``, small integer powers), else None."""
         code = self.reading.code
         rest = _LITERAL.sub("", _SMALL_POW.sub("", code))
-        if self.reading.names() or code.count("**") > 2 or "**" in rest or set(rest) - set("+-*/() "):
+        if self.reading.names() or code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
             return None
         try:
             v = eval(self.code, {"__builtins__": {}}, {"_n": Fraction})
