@@ -139,13 +139,16 @@ _Val = _Expr | _Group | _Seq | _Eqn
 def _parse(s: str) -> _Val:
     """``_parse.parse`` for the subset this path reads; ``Unsure`` for anything else."""
     s = strip_answer(s)
-    if not s or _DEFER.search(s) or readings_prefix(s) != ([], False):
+    if not s or ";" in s or readings_prefix(s) != ([], False):
         raise Unsure
-    parts = [p for p in split_top(s, (",",)) if p]
+    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)  # _parse._parse_list: "1 \text{ and } 3"
+    parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in split_top(s, (",", " and ", " or ")) if p]
     return _item(parts[0]) if len(parts) == 1 else _Group(tuple(_item(p) for p in parts))
 
 
 def _item(s: str) -> _Val:
+    if _DEFER.search(s):
+        raise Unsure
     s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
     eq = [p.strip() for p in split_top(s, ("=",))]
     if len(eq) > 1:
