@@ -12,8 +12,9 @@ its bound is 1e-8). Structure follows ``_parse`` and ``_compare.equal`` for a su
 expression, a list or set of items (as multisets, ``_rules.multiset_eq``), tuples and intervals
 (``_rules.interval_kinds_differ``), and ``name = value`` (accepted when the values match;
 rejections there need the full check's other readings of an equation). Everything else returns
-None and the full check decides: decimals written as numbers (rounding rules), two rational
-constants (compared exactly there), units, percent and degree signs, text, relations, ``\\pm``,
+None and the full check decides: decimals written as numbers (rounding rules), two constants
+that are not equal within the rounding bounds (sympy may hold two rationals, compared exactly
+there; plain rational arithmetic is evaluated exactly here), units, percent and degree signs, text, relations, ``\\pm``,
 function applications, ``floor``, ``min``/``max``, sums, infinity, ``i``, and any point the
 bounds cannot decide. A property test checks it never decides differently from the full check.
 """
@@ -212,11 +213,11 @@ def _rename(g: set[str], p: set[str]) -> dict[str, str]:
     return {}
 
 
-def _pair(g: _Expr, p: _Expr, pt: dict[str, float]) -> tuple[complex, complex, bool]:
+def _pair(g: _Expr, p: _Expr, pt: dict[str, float]) -> tuple[complex, complex, bool, float]:
     fa, fb = g.at(pt), p.at(pt)
     if (fa.e + fb.e) > _VOUCH * max(abs(fa.z), abs(fb.z)):
         raise Unsure  # near zero, cancellation, a pole: the bound cannot vouch
-    return fa.z, fb.z, fa.cx or fb.cx
+    return fa.z, fb.z, fa.cx or fb.cx, fa.e + fb.e
 
 
 def _expr_eq(g: _Expr, p: _Expr) -> bool:
@@ -230,15 +231,16 @@ def _expr_eq(g: _Expr, p: _Expr) -> bool:
             raise Unsure  # factorials, |x|: sympy may hold two rationals
     p = p.renamed(_rename(g.names, p.names))
     syms = sorted(g.names | p.names)
+    const = not syms
     for pt in points(syms, 6, 1234):
-        a, b, _ = _pair(g, p, pt)
+        a, b, _, err = _pair(g, p, pt)
         diff, scale = abs(a - b), max(abs(a), abs(b))
         if diff > 1e-6 * scale:
             return False
-        if diff > 1e-10 * scale:
-            raise Unsure
+        if diff > 1e-10 * scale or (const and diff > err):
+            raise Unsure  # constants: only equal within rounding (sympy may hold two rationals)
     for pt in points(syms, 3, 4321):
-        a, b, cx = _pair(g, p, {s: -v for s, v in pt.items()})
+        a, b, cx, _ = _pair(g, p, {s: -v for s, v in pt.items()})
         if abs(a.imag) > 1e-6 * abs(a) or abs(b.imag) > 1e-6 * abs(b):
             continue  # a complex value: the rule compares only real ones
         diff, scale = abs(a - b), max(abs(a), abs(b))
