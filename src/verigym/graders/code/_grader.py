@@ -145,7 +145,7 @@ def _limits(
         memory_mb=memory_mb,
         max_output_bytes=max_output_bytes,
         max_result_bytes=max_result_bytes,
-        cpu_s=timeout_s if wall else None,
+        cpu_s=timeout_s + 1 if wall else None,  # the wall clock decides; CPU only stops a runaway
         wall_s=timeout_s if wall else None,
     )
 

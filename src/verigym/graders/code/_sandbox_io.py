@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import selectors
@@ -41,7 +42,8 @@ class Limits:
     """Resource limits of one sandboxed run.
 
     For the code worker, ``timeout_s`` is a per-case budget of *CPU* seconds (``cpu_s`` defaults to
-    it plus one second of slack), so a loaded machine does not fail correct code; ``wall_s``
+    it; ``RLIMIT_CPU`` counts whole seconds, so it is rounded up), so a loaded machine does not fail
+    correct code while a spinning case costs no more than ``timeout_s`` of CPU; ``wall_s``
     (default ``3 * timeout_s + 2``) is the wall-clock backstop for code that sleeps or blocks.
     ``max_result_bytes`` bounds one function result as sent by the sandbox (64 MiB: a list of
     millions of numbers); ``max_output_bytes`` bounds printed output.
@@ -59,7 +61,7 @@ class Limits:
     max_result_bytes: int = 64 * 1024 * 1024
 
     def cpu_limit(self) -> int:
-        return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 1) + 1
+        return max(1, math.ceil(self.cpu_s if self.cpu_s is not None else self.timeout_s))
 
     def wall_limit(self) -> float:
         return float(self.wall_s if self.wall_s is not None else 3 * self.timeout_s + 2)
