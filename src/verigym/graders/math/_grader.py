@@ -42,8 +42,9 @@ from typing import Any
 from verigym.graders.math._extract import extract, strip_math_delims
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import repair
-from verigym.graders.math._rational import fast_check
-from verigym.graders.math._sampled import sampled_check
+from verigym.graders.math._rational import clear_fast_caches, fast_decide
+from verigym.graders.math._rules import Answers, clear_rule_caches, prepare
+from verigym.graders.math._sampled import clear_sampled_caches, sampled_decide
 from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -124,10 +125,20 @@ def _digest(s: str | None) -> str | bytes:
     return hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+_MAX_FAST = 4000  # longer texts are extracted in a worker, under the hard timeout
+
+
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
+    """The exact path, then the float path, on answers extracted once."""
+    gold, pred, mode, question = args
+    if mode.strip() != "equivalent" or len(pred) > _MAX_FAST or len(gold) > _MAX_FAST:
+        return None
     try:
-        hit = fast_check(*args)
-        return hit if hit is not None else sampled_check(*args)
+        ans = prepare(gold, pred, question)
+        if not isinstance(ans, Answers):
+            return ans
+        hit = fast_decide(ans)
+        return hit if hit is not None else sampled_decide(ans)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
 
@@ -157,6 +168,9 @@ def clear_caches() -> None:
     measuring cold checks call this before each line)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+    clear_rule_caches()
+    clear_fast_caches()
+    clear_sampled_caches()
     for name in ("verigym.graders.math._parse", "verigym.graders.math._values"):
         module = sys.modules.get(name)
         for fn in ("parse", "to_sympy"):

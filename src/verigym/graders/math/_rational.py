@@ -14,17 +14,17 @@ decides what the full check would decide differently (a property test compares t
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import product
 
+from verigym.graders.math._exactnum import Defer as _Defer
+from verigym.graders.math._exactnum import Num, literal, scalar_eq
 from verigym.graders.math._norm import split_decor, split_top
 from verigym.graders.math._rules import (
     Answers,
-    Written,
     bracketed,
-    decimal_match,
     flat,
     interval_kinds_differ,
     multiset_eq,
@@ -33,7 +33,7 @@ from verigym.graders.math._rules import (
     strip_answer,
 )
 
-__all__ = ["fast_check"]
+__all__ = ["clear_fast_caches", "fast_check", "fast_decide"]
 
 _MAX_PRED = 4000  # longer texts are extracted in a worker, under the hard timeout
 _MAX_BITS = 4096
@@ -45,21 +45,6 @@ _DEFER = re.compile(
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/:^{}()])")
 _REL = re.compile(r"(\\le |\\ge |<|>)")  # _parse._REL_OPS without \ne
 _VAR = re.compile(r"[a-zA-Z]")
-
-
-class _Defer(Exception):
-    """Outside the fast path's domain: the full check decides."""
-
-
-@dataclass(frozen=True)
-class Num:
-    """An exact number as written: ``places``/``sig`` for a decimal literal (``_values.Scalar``)."""
-
-    value: Fraction | None  # None: infinity (``inf`` gives the sign)
-    places: int | None = None
-    sig: int = 0
-    percent: bool = False
-    inf: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,14 +78,6 @@ class Ival:
 
 
 Val = Num | Seq | Group | Eq | Ival
-
-
-def _literal(raw: str, percent: bool = False) -> Num:
-    body = raw.lstrip("+-")
-    value = Fraction(body) if body not in (".", "") else Fraction(0)
-    places = len(body.split(".")[1]) if "." in body else None
-    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
-    return Num(-value if raw.startswith("-") else value, places, sig, percent)
 
 
 class _Reader:
@@ -222,7 +199,7 @@ def _exact_sqrt(v: Fraction) -> Fraction:
 
 def _number(core: str, percent: bool) -> Num:
     if _NUM_RE.match(core):
-        return _literal(core, percent)
+        return literal(core, percent)
     stripped = core.strip()
     m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)
     if m:
@@ -335,7 +312,7 @@ def fast_parse(s: str) -> tuple[Val, ...]:
     if not s or _DEFER.search(s) or ("\\text" in s and re.search(r"\band\b|\bor\b", s)):
         raise _Defer
     literals, only = readings_prefix(s)
-    readings: list[Val] = [_literal(x) for x in literals]
+    readings: list[Val] = [literal(x) for x in literals]
     if only:
         return tuple(readings)
     parts = [p for p in split_top(s, (",",)) if p]
@@ -343,67 +320,8 @@ def fast_parse(s: str) -> tuple[Val, ...]:
     return tuple(readings)
 
 
-# --- comparison: the full grader's rules (``_numeric``, ``_compare``) on exact values ---
-
-
-def _near(x: Fraction, bound: Fraction, dec: Num, other: Fraction) -> bool:
-    """Within float error of a bound: the full check (floats) could decide either way."""
-    assert dec.value is not None
-    return abs(x - bound) <= bound / 10**6 + (abs(dec.value) + abs(other) + 1) / 10**12
-
-
-def _rounds_to(dec: Num, other: Fraction) -> bool:
-    """``_numeric._rounds_to`` decided exactly; ``_Defer`` within float error of the bound."""
-    assert dec.places is not None and dec.value is not None
-    if max(abs(dec.value), abs(other)) > 10**15:
-        raise _Defer
-    diff = abs(dec.value - other)
-    bound = Fraction(1, 2 * 10**dec.places)
-    if _near(diff, bound, dec, other):
-        raise _Defer
-    return diff < bound
-
-
-def _truncates_to(dec: Num, other: Fraction) -> bool:
-    """``_numeric._truncates_to`` decided exactly; ``_Defer`` near either end."""
-    assert dec.places is not None and dec.value is not None
-    if max(abs(dec.value), abs(other)) > 10**15:
-        raise _Defer
-    d = (other - dec.value) * (1 if dec.value >= 0 else -1)
-    bound = Fraction(1, 10**dec.places)
-    if _near(d, bound, dec, other) or _near(d, Fraction(0), dec, other):
-        raise _Defer
-    return 0 <= d < bound
-
-
-def _hundredth(n: Num) -> Num:
-    assert n.value is not None
-    return Num(n.value / 100, None if n.places is None else n.places + 2, n.sig)
-
-
-def _const_eq(g: Num, p: Num) -> bool:
-    gv, pv = g.value, p.value
-    assert gv is not None and pv is not None
-    if gv == pv:
-        return True
-    gw = Written(g.places, g.sig, True, gv.denominator == 1)
-    pw = Written(p.places, p.sig, True, pv.denominator == 1)
-
-    def rounds(side: str) -> bool:
-        return _rounds_to(g, pv) if side == "g" else _rounds_to(p, gv)
-
-    return decimal_match(gw, pw, rounds, lambda: _truncates_to(g, pv))
-
-
-def _scalar_eq(g: Num, p: Num) -> bool:
-    if g.value is None or p.value is None:
-        return g.value is None and p.value is None and g.inf == p.inf
-    greads, preads = [g], [p]
-    if g.percent and not p.percent:
-        greads.append(_hundredth(g))
-    if p.percent and not g.percent:
-        preads.append(_hundredth(p))
-    return any(_const_eq(a, b) for a, b in product(greads, preads))
+def clear_fast_caches() -> None:
+    _readings.cache_clear()
 
 
 def _equal(g: Val, p: Val) -> bool:
@@ -424,7 +342,7 @@ def _equal(g: Val, p: Val) -> bool:
         gi, pi = _as_ival(g), _as_ival(p)
         return gi is not None and pi is not None and gi == pi
     if isinstance(g, Num) and isinstance(p, Num):
-        return _scalar_eq(g, p)
+        return scalar_eq(g, p)
     if isinstance(g, Group) and isinstance(p, Group):
         return multiset_eq(g.items, p.items, _equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
@@ -447,16 +365,28 @@ def fast_check(
     if mode.strip() != "equivalent" or len(pred) > _MAX_PRED or len(gold) > _MAX_PRED:
         return None
     ans = prepare(gold, pred, question)
-    if not isinstance(ans, Answers):
-        return ans
-    answer = ans.answer
+    return fast_decide(ans) if isinstance(ans, Answers) else ans
+
+
+@functools.lru_cache(maxsize=4096)
+def _readings(s: str) -> tuple[Val, ...] | None:
+    """``fast_parse`` remembered (a reference is read once for all its responses); None: defer."""
     try:
-        greads = fast_parse(ans.gold)
-        preads = fast_parse(answer)
-        if ans.boxes > 1 and not any(isinstance(g, Group) for g in greads):
-            return False, f"hedged: {ans.boxes} different boxed answers", answer
-        if not any(_equal(g, p) for g in greads for p in preads):
-            return False, "not equivalent to the reference", answer
+        return fast_parse(s)
     except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):
         return None
-    return True, "equivalent", answer
+
+
+def fast_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
+    """``fast_check`` on extracted answers (mode ``equivalent``)."""
+    greads, preads = _readings(ans.gold), _readings(ans.answer)
+    if greads is None or preads is None:
+        return None
+    try:
+        if ans.boxes > 1 and not any(isinstance(g, Group) for g in greads):
+            return False, f"hedged: {ans.boxes} different boxed answers", ans.answer
+        if not any(_equal(g, p) for g in greads for p in preads):
+            return False, "not equivalent to the reference", ans.answer
+    except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+    return True, "equivalent", ans.answer

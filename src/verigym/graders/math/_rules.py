@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ __all__ = [
     "Written",
     "balanced",
     "bracketed",
+    "clear_rule_caches",
     "decimal_match",
     "flat",
     "interval_kinds_differ",
@@ -66,20 +68,33 @@ class Answers:
 def prepare(gold: str, pred: str, question: str | None) -> Answers | Verdict:
     """Both answers, or the verdict when there is nothing to compare. Raises ``ValueError``
     for an empty reference (the grader's problem: an error, never a zero)."""
-    gx = extract(repair(gold, escapes=True), gold=True)
-    if gx.answer is None:
+    gold_answer = _gold_answer(gold)
+    if gold_answer is None:
         raise ValueError("the reference answer is empty")
     px = extract(repair(pred, escapes=False), question=question)
     if px.answer is None:
         return False, f"no final answer found ({px.how})", None
     answer = px.answer
-    if px.how != "last" and in_question(answer, question) and squash(answer) != squash(gx.answer):
+    if px.how != "last" and in_question(answer, question) and squash(answer) != squash(gold_answer):
         # Echoing the problem's own expression ("simplify ...") is not an answer, even when it is
         # mathematically equal to the reference.
         return False, "the answer restates an expression from the question", answer
-    return Answers(gx.answer, answer, px.how, len(px.boxed))
+    return Answers(gold_answer, answer, px.how, len(px.boxed))
 
 
+@functools.lru_cache(maxsize=4096)
+def _gold_answer(gold: str) -> str | None:
+    """The reference's answer (a reference is graded against many responses: read it once)."""
+    return extract(repair(gold, escapes=True), gold=True).answer
+
+
+def clear_rule_caches() -> None:
+    """Forget the cached reference answers and cleaned strings (``_grader.clear_caches``)."""
+    _gold_answer.cache_clear()
+    strip_answer.cache_clear()
+
+
+@functools.lru_cache(maxsize=1024)
 def strip_answer(s: str) -> str:
     """``clean``, then drop a leading currency sign, LaTeX grouping braces around the whole
     answer and a leading quantifier."""

@@ -21,6 +21,7 @@ bounds cannot decide. A property test checks it never decides differently from t
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from verigym.graders.math._rules import (
     strip_answer,
 )
 
-__all__ = ["PARAMS", "points", "sampled_check"]
+__all__ = ["PARAMS", "clear_sampled_caches", "points", "sampled_check", "sampled_decide"]
 
 PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamable parameters
 _VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
@@ -319,12 +320,30 @@ def sampled_check(
     if mode.strip() != "equivalent" or len(pred) > 4000 or len(gold) > 4000:
         return None
     ans = prepare(gold, pred, question)
-    if not isinstance(ans, Answers):
-        return ans
+    return sampled_decide(ans) if isinstance(ans, Answers) else ans
+
+
+@functools.lru_cache(maxsize=4096)
+def _value(s: str) -> _Val | None:
+    """``_parse`` remembered (a reference is read once for all its responses); None: defer."""
     try:
-        g, p = _parse(ans.gold), _parse(ans.answer)
-        if ans.boxes > 1 and not isinstance(g, _Group):
-            return False, f"hedged: {ans.boxes} different boxed answers", ans.answer
+        return _parse(s)
+    except (Unsure, RecursionError):
+        return None
+
+
+def clear_sampled_caches() -> None:
+    _value.cache_clear()
+
+
+def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
+    """``sampled_check`` on extracted answers (mode ``equivalent``)."""
+    g, p = _value(ans.gold), _value(ans.answer)
+    if g is None or p is None:
+        return None
+    if ans.boxes > 1 and not isinstance(g, _Group):
+        return False, f"hedged: {ans.boxes} different boxed answers", ans.answer
+    try:
         same = _equal(g, p)
     except (Unsure, RecursionError):
         return None
