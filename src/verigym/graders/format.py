@@ -42,7 +42,6 @@ __all__ = [
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
 
 
 def strip_think(text: str) -> str:
@@ -50,13 +49,23 @@ def strip_think(text: str) -> str:
 
     Closed ``<think>...</think>`` blocks are removed; a ``</think>`` with no opening tag (the
     template opened it) drops everything before it; an unclosed ``<think>`` drops everything
-    after it (the model never finished thinking, so there is no answer).
+    after it (the model never finished thinking, so there is no answer). Linear in the text.
     """
-    closes = list(_THINK_CLOSE.finditer(text))
-    opens = list(_THINK_OPEN.finditer(text))
-    if closes and (not opens or closes[0].start() < opens[0].start()):
-        text = text[closes[0].end() :]
-    text = _THINK_BLOCK.sub("", text)
+    close, opened = _THINK_CLOSE.search(text), _THINK_OPEN.search(text)
+    if close and (not opened or close.start() < opened.start()):
+        text = text[close.end() :]
+    # each <think> up to the first </think> after it (what a lazy <think>.*?</think> removes), in one
+    # pass: once an opening tag has no closing one after it, no later one has either
+    kept: list[str] = []
+    pos = 0
+    while (opened := _THINK_OPEN.search(text, pos)) is not None:
+        close = _THINK_CLOSE.search(text, opened.end())
+        if close is None:
+            break
+        kept.append(text[pos : opened.start()])
+        pos = close.end()
+    if kept:
+        text = "".join(kept) + text[pos:]
     dangling = _THINK_OPEN.search(text)
     if dangling:
         text = text[: dangling.start()]
@@ -64,32 +73,47 @@ def strip_think(text: str) -> str:
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"[{}]")
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the content of every balanced ``\\boxed{...}``, in order of start.
+
+    One pass over the braces (a stack of the open ones), so the time is linear in the text even
+    when it holds many unclosed ``\\boxed{``.
+    """
+    openers = {m.end() - 1 for m in _BOXED.finditer(text)}
+    if not openers:
+        return []
+    spans: list[tuple[int, int]] = []
+    stack: list[int] = []  # the braces still open, innermost last
+    for brace in _BRACE.finditer(text, min(openers)):
+        at = brace.start()
+        if text[at] == "{":
+            stack.append(at)
+        elif stack:
+            start = stack.pop()
+            if start in openers:
+                spans.append((start + 1, at))
+    spans.sort()
+    return spans
 
 
 def extract_all_boxed(text: str) -> list[str]:
     """The contents of every balanced ``\\boxed{...}`` in order (unbalanced ones are skipped)."""
-    out: list[str] = []
-    for match in _BOXED.finditer(text):
-        depth, i = 1, match.end()
-        while i < len(text) and depth:
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-            i += 1
-        if depth == 0:
-            out.append(text[match.end() : i - 1].strip())
-    return out
+    return [text[start:end].strip() for start, end in _boxed_spans(text)]
 
 
 def extract_boxed(text: str) -> str | None:
     """The content of the LAST balanced ``\\boxed{...}`` (nested braces kept), or None."""
-    found = extract_all_boxed(text)
-    return found[-1] if found else None
+    spans = _boxed_spans(text)
+    return text[spans[-1][0] : spans[-1][1]].strip() if spans else None
 
 
+# possessive runs (``*+``): the same matches, without the backtracking that made a line of
+# "answer" and thousands of spaces cost quadratic time
 _ANSWER_LINE = re.compile(
-    r"(?:^|\n)[ \t>*#_-]*(?:final[ \t]+)?answer[ \t]*[*_]*[ \t]*[:：][*_]*[ \t]*([^\n]*)", re.IGNORECASE
+    r"(?:^|\n)[ \t>*#_-]*+(?:final[ \t]++)?answer[ \t]*+[*_]*+[ \t]*+[:：][*_]*[ \t]*([^\n]*)", re.IGNORECASE
 )
 _FINAL_IS = re.compile(r"final answer is[ \t:]*([^\n]*)", re.IGNORECASE)
 
