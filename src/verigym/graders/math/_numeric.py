@@ -20,7 +20,7 @@ import sympy
 
 from verigym.graders.math._floats import Unsure, fvalue
 from verigym.graders.math._rules import Written, decimal_match
-from verigym.graders.math._sampled import PARAMS, points
+from verigym.graders.math._sampledexpr import PARAMS, points
 from verigym.graders.math._values import Scalar
 
 __all__ = ["PARAMS", "close", "expr_eq", "num", "point_value", "points", "sample", "scalar_eq"]

@@ -1,36 +1,38 @@
-"""Expressions (in letters or not), lists, tuples and named values decided in floats, without
-sympy: the full check's comparison rules run on the own reader's code (``_reader``).
+"""Expressions (in letters or not), lists, tuples, intervals, sets and named values decided in
+floats, without sympy: the full check's comparison rules run on the own reader's code (``_reader``).
 
 The full check reads ``x^2 - 1`` and ``(x-1)(x+1)`` into sympy and samples both at six random
 positive points (``_numeric.sample``: equal within 1e-8, at least three points) and at three
 negative points where both are real; constants compare within 1e-9. Building sympy trees costs
 about a millisecond per line; this path evaluates the reader's code directly in floats with
-error bounds (``_bounded``) at the same points (same seeds, same symbol order, the same renamed
-parameter) and decides only where floats vouch for the full check's verdict: error bounds below
-1e-12 of the values, and the full check's margins (agree within 1e-10, differ above 1e-6, where
-its bound is 1e-8). Structure follows ``_parse`` and ``_compare.equal`` for a subset: one
-expression, a list or set of items (as multisets, ``_rules.multiset_eq``), tuples and intervals
-(``_rules.interval_kinds_differ``), and ``name = value`` (accepted when the values match;
-rejections there need the full check's other readings of an equation). Everything else returns
-None and the full check decides: decimals written as numbers (rounding rules), two constants
-that are not equal within the rounding bounds (sympy may hold two rationals, compared exactly
-there; plain rational arithmetic is evaluated exactly here), units, percent and degree signs, text, relations, ``\\pm``,
-function applications, ``floor``, ``min``/``max``, sums, infinity, ``i``, and any point the
-bounds cannot decide. A property test checks it never decides differently from the full check.
+error bounds (``_sampledexpr``, ``_bounded``) at the same points (same seeds, same symbol order,
+the same renamed parameter) and decides only where floats vouch for the full check's verdict:
+error bounds below 1e-12 of the values, and the full check's margins (agree within 1e-10, differ
+above 1e-6, where its bound is 1e-8). Structure follows ``_parse`` and ``_compare.equal`` for a
+subset: one expression (a degree sign adds its value in radians), a list or set of items (as
+multisets, ``_rules.multiset_eq``), tuples and intervals (``_rules.interval_kinds_differ``),
+``name = value`` (accepted when the values match; rejections there need the full check's other
+readings of an equation), and sets with constant ends (``_intervals``: inequality chains in one
+variable, unions with ``\\cup``, set-builder ``\\{x | cond\\}``, a list holding sets) compared
+as ``sets_eq`` compares sympy's. Everything else returns None and the full check decides:
+decimals written as numbers (rounding rules), two constants that are not equal within the
+rounding bounds (sympy may hold two rationals, compared exactly there; plain rational
+arithmetic is evaluated exactly here), units and percent signs, text, ``\\ne``, ``\\pm``,
+function applications, ``floor``, ``min``/``max``, sums, ``i``, sets sympy would merge or
+empty, and any point the bounds cannot decide. A property test checks it never decides
+differently from the full check.
 """
 
 from __future__ import annotations
 
 import functools
-import random
 import re
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any
+from dataclasses import dataclass
 
-from verigym.graders.math._bounded import NAMES, Bounded, Unsure
+from verigym.graders.math._bounded import Unsure
+from verigym.graders.math._intervals import End, Piece, chain_piece, interval, pieces_eq, point, union
 from verigym.graders.math._norm import Decor, split_decor, split_top
-from verigym.graders.math._reader import Reading, read
+from verigym.graders.math._reader import read
 from verigym.graders.math._rules import (
     NUM_RE,
     Answers,
@@ -45,75 +47,15 @@ from verigym.graders.math._rules import (
     readings_prefix,
     strip_answer,
 )
+from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
 
-__all__ = ["PARAMS", "clear_sampled_caches", "points", "sampled_check", "sampled_decide"]
+__all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
-PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamable parameters
-_VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
 _NOT_READ = re.compile(r"\boo\b|\b(?:Sum|Product|floor|ceiling|Min|Max|_f\d+)\(")
-_IRRATIONAL = re.compile(r"\b(?:pi|E|sqrt|root|log|log10|exp|sin|cos|tan|cot|sec|csc|asin|acos|atan)\b|\*\*")
-_SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100: no huge integers
-_LITERAL = re.compile(r"_n\('[\d.]+'\)")
 _DEFER = re.compile(
-    r"[;:<>|]|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|circ|langle)"
+    r"[;:<>|]|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
     r"(?![a-zA-Z])|\b(?:and|or)\b"
 )
-
-
-def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
-    """The sampling points of the full check (``_numeric.sample``), for symbols in this order."""
-    rng = random.Random(seed)
-    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
-
-
-@dataclass(frozen=True)
-class _Expr:
-    """One expression: the reader's code, compiled, and a renaming of its symbols."""
-
-    reading: Reading
-    code: Any
-    ren: dict[str, str] = field(default_factory=dict)
-
-    def exact(self) -> Fraction | None:
-        """The exact value of a rational constant (``+ - * /``, small integer powers), else None."""
-        code = self.reading.code
-        rest = _LITERAL.sub("", _SMALL_POW.sub("", code))
-        if self.reading.names() or code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
-            return None
-        try:
-            v = eval(self.code, {"__builtins__": {}}, {"_n": Fraction})
-        except (ZeroDivisionError, ValueError, TypeError, OverflowError):
-            raise Unsure from None
-        if not isinstance(v, Fraction):
-            raise Unsure
-        return v
-
-    @property
-    def names(self) -> set[str]:
-        return {self.ren.get(n, n) for n in self.reading.names()}
-
-    def renamed(self, m: dict[str, str]) -> _Expr:
-        return _Expr(
-            self.reading,
-            self.code,
-            {n: m.get(self.ren.get(n, n), self.ren.get(n, n)) for n in self.reading.names()},
-        )
-
-    def at(self, pt: dict[str, float]) -> Bounded:
-        env = dict(NAMES)
-        for c in self.reading.letters:
-            env[c] = Bounded(pt[self.ren.get(c, c)], 0.0)
-        for ident, name in self.reading.symbols.items():
-            env[ident] = Bounded(pt[self.ren.get(name, name)], 0.0)
-        try:
-            v = eval(self.code, {"__builtins__": {}}, env)
-        except Unsure:
-            raise
-        except Exception:  # a domain error, a pole, anything floats cannot evaluate
-            raise Unsure from None
-        if not isinstance(v, Bounded):
-            raise Unsure
-        return v
 
 
 @dataclass(frozen=True)
@@ -135,7 +77,17 @@ class _Eqn:  # _values.Eqn with a name (or constant sides) and a value
     lhs: str = ""  # "y" for a plain symbol, "f" for a function application "f(x)", else ""
 
 
-_Val = _Expr | _Group | _Seq | _Eqn
+@dataclass(frozen=True)
+class _Inf:  # a signed infinity, as an interval's end
+    sign: int
+
+
+@dataclass(frozen=True)
+class _Set:  # _values.SetV, or a one-variable inequality chain (its rel_to_set)
+    pieces: tuple[Piece, ...]
+
+
+_Val = Expr | _Group | _Seq | _Eqn | _Inf | _Set
 
 
 def _parse(s: str) -> _Val:
@@ -149,10 +101,17 @@ def _parse(s: str) -> _Val:
 
 
 def _item(s: str) -> _Val:
+    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
+    if re.search(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+|\\(?:pm|mp|approx)(?![a-zA-Z])", s):
+        raise Unsure  # labels, expansions, approximations
+    s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)  # "a \in (1, 2)"
+    eq = [p.strip() for p in split_top(s, ("=",))]
+    if len(eq) == 1 and (found := _set_item(s)) is not None:
+        return found
     if _DEFER.search(s):
         raise Unsure
-    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
-    eq = [p.strip() for p in split_top(s, ("=",))]
+    if m := re.fullmatch(r"([+-]?)\s*\\infty", s):
+        return _Inf(-1 if m[1] == "-" else 1)
     if len(eq) > 1:
         return _equation(eq)
     if s.startswith("\\{") and len(split_top(s, ("-",))) > 1:
@@ -170,9 +129,11 @@ def _item(s: str) -> _Val:
     elif s.startswith("\\{"):
         raise Unsure
     core, decor = split_decor(s)
+    deg = decor == Decor(degree=True) and re.fullmatch(re.escape(core) + r"\s*\^\\circ", s) is not None
     if (
-        core != s
-        or decor != Decor()
+        "\\circ" in core
+        or (core != s and not deg)
+        or (decor != Decor() and not deg)
         or (NUM_RE.match(core) and "." in core)
         or is_text(core)
         or is_word(core)
@@ -181,7 +142,99 @@ def _item(s: str) -> _Val:
     reading = read(core)
     if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
         raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
-    return _Expr(reading, compile(reading.code, "<latex>", "eval"))
+    return Expr(reading, compile(reading.code, "<latex>", "eval"), deg=deg)
+
+
+_REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS
+
+
+def _set_item(s: str) -> _Set | None:
+    """``_parse._parse_item``'s sets: an inequality chain, a union (``\\cup``) of intervals,
+    points and chains, a set-builder ``\\{x | cond\\}``; None when ``s`` is none of those."""
+    if len(split_top(s, _REL_OPS)) > 1 and not s.startswith("\\{"):
+        return _chain(s)
+    if (s.startswith("\\{") and len(split_top(s, ("-",))) > 1) or len(split_top(s, ("\\setminus",))) > 1:
+        raise Unsure  # a set difference
+    parts = split_top(s, ("\\cup",))
+    if len(parts) > 1:
+        return _Set(union([piece for part in parts for piece in _to_set(_item(part))]))
+    br = bracketed(s)
+    if br is not None and br[0] == "\\{" and "|" in br[2]:
+        return _Set(union(list(_to_set(_item(br[2].split("|", 1)[1].strip())))))
+    return None
+
+
+def _const(s: str) -> Expr:
+    """A constant as ``to_sympy`` reads it (no decorations: ``_parse._parse_rel``)."""
+    reading = read(s)
+    if reading is None or reading.names() or _NOT_READ.search(reading.code) or reading.functions:
+        raise Unsure
+    return Expr(reading, compile(reading.code, "<latex>", "eval"))
+
+
+def _chain(s: str) -> _Set:
+    """``_parse._parse_rel`` then ``rel_to_set``: a chain in one variable with constant bounds."""
+    pieces = re.split(r"(\\le |\\ge |\\ne |<|>)", s)
+    exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
+    if not all(exprs) or "\\ne" in ops or len(exprs) not in (2, 3):
+        raise Unsure
+    var = [k for k, e in enumerate(exprs) if (r := read(e)) is not None and r.names()]
+    if len(var) != 1:
+        raise Unsure
+    v = read(exprs[var[0]])
+    assert v is not None
+    if v.code not in v.letters | set(v.symbols) or v.functions or "i" in v.names():
+        raise Unsure  # the variable alone in its slot
+    bounds: list[End | None] = [None if k == var[0] else _const(e) for k, e in enumerate(exprs)]
+    return _Set((chain_piece(bounds, ops),))
+
+
+def _end(v: _Val, lo: bool) -> End | None:
+    if isinstance(v, _Inf) and v.sign == (-1 if lo else 1):
+        return None
+    if isinstance(v, Expr) and not v.names:
+        return v
+    raise Unsure  # a symbolic end, an infinity at the wrong end (sympy: empty)
+
+
+def _to_set(v: _Val) -> tuple[Piece, ...]:
+    """``_parse._to_set``: the pieces of a union's part (``Unsure`` where that raises)."""
+    if isinstance(v, _Set):
+        return v.pieces
+    if isinstance(v, _Seq) and len(v.items) == 2 and v.open in "([" and v.close in ")]":
+        a, b = v.items
+        return (interval(_end(a, True), _end(b, False), v.open == "(", v.close == ")"),)
+    if isinstance(v, _Group):
+        return tuple(point(_end_point(i)) for i in v.items)
+    raise Unsure
+
+
+def _end_point(v: _Val) -> End:
+    if isinstance(v, Expr) and not v.names:
+        return v
+    raise Unsure
+
+
+def _as_set(v: _Val) -> tuple[Piece, ...] | None:
+    """``_compare._as_set``: a set, an interval-shaped tuple, a list holding sets; else None."""
+    if isinstance(v, _Set):
+        return v.pieces
+    if isinstance(v, _Seq):
+        return _to_set(v) if len(v.items) == 2 and v.open in "([" and v.close in ")]" else None
+    if isinstance(v, _Group) and any(isinstance(i, _Set) for i in v.items):
+        pieces: list[Piece] = []
+        for i in v.items:
+            if isinstance(i, _Eqn) and isinstance(i.value, Expr):
+                pieces.append(point(_end_point(i.value)))
+            elif isinstance(i, Expr):
+                pieces.append(point(_end_point(i)))
+            else:
+                sub = _as_set(i)
+                if sub is None:
+                    return None
+                pieces += sub
+        return union(pieces)
+    return None
 
 
 def _equation(parts: list[str]) -> _Eqn:
@@ -204,53 +257,10 @@ def _equation(parts: list[str]) -> _Eqn:
     return _Eqn(name, _item(parts[1]), kind)
 
 
-def _rename(g: set[str], p: set[str]) -> dict[str, str]:
-    """``_numeric._rename``: one free parameter of the answer renamed to the reference's."""
-    gs, ps = g - p, p - g
-    if len(gs) == 1 and len(ps) == 1:
-        (a,), (b,) = gs, ps
-        if a.lower() in PARAMS and b.lower() in PARAMS:
-            return {b: a}
-    return {}
-
-
-def _pair(g: _Expr, p: _Expr, pt: dict[str, float]) -> tuple[complex, complex, bool, float]:
-    fa, fb = g.at(pt), p.at(pt)
-    if (fa.e + fb.e) > _VOUCH * max(abs(fa.z), abs(fb.z)):
-        raise Unsure  # near zero, cancellation, a pole: the bound cannot vouch
-    return fa.z, fb.z, fa.cx or fb.cx, fa.e + fb.e
-
-
-def _expr_eq(g: _Expr, p: _Expr) -> bool:
-    """``_numeric.scalar_eq`` without decorations: ``expr_eq``'s sampling, or, for two constants,
-    ``_const_eq``'s comparison within 1e-9 (two rationals are compared exactly there: deferred)."""
-    if not g.names and not p.names:
-        gq, pq = g.exact(), p.exact()
-        if gq is not None and pq is not None:
-            return gq == pq  # two sympy Rationals: compared exactly
-        if not (_IRRATIONAL.search(g.reading.code) or _IRRATIONAL.search(p.reading.code)):
-            raise Unsure  # factorials, |x|: sympy may hold two rationals
-    p = p.renamed(_rename(g.names, p.names))
-    syms = sorted(g.names | p.names)
-    const = not syms
-    for pt in points(syms, 6, 1234):
-        a, b, _, err = _pair(g, p, pt)
-        diff, scale = abs(a - b), max(abs(a), abs(b))
-        if diff > 1e-6 * scale:
-            return False
-        if diff > 1e-10 * scale or (const and diff > err):
-            raise Unsure  # constants: only equal within rounding (sympy may hold two rationals)
-    for pt in points(syms, 3, 4321):
-        a, b, cx, _ = _pair(g, p, {s: -v for s, v in pt.items()})
-        if abs(a.imag) > 1e-6 * abs(a) or abs(b.imag) > 1e-6 * abs(b):
-            continue  # a complex value: the rule compares only real ones
-        diff, scale = abs(a - b), max(abs(a), abs(b))
-        if diff <= 1e-10 * scale:
-            continue
-        if cx or diff <= 1e-6 * scale:
-            raise Unsure  # the full check may see a value that is not real there
-        return False
-    return True
+def _end_eq(a: End, b: End) -> bool:
+    """``_compare._endpoint_eq`` of two finite constant ends."""
+    assert isinstance(a, Expr) and isinstance(b, Expr)
+    return expr_eq(a, b)
 
 
 def _bound_rename(gname: str, pname: str, pval: _Val) -> _Val:
@@ -258,7 +268,7 @@ def _bound_rename(gname: str, pname: str, pval: _Val) -> _Val:
     ga, pa = gname.partition("(")[2].rstrip(")"), pname.partition("(")[2].rstrip(")")
     if not (ga.isalpha() and pa.isalpha() and len(ga) == len(pa) == 1 and ga != pa):
         return pval
-    return pval.renamed({pa.lower(): ga.lower()}) if isinstance(pval, _Expr) else pval
+    return pval.renamed({pa.lower(): ga.lower()}) if isinstance(pval, Expr) else pval
 
 
 def _name_key(name: str) -> tuple[str, int]:
@@ -269,7 +279,7 @@ def _no_substitution(g: _Eqn, p: _Val) -> bool:
     """``y = rhs`` against ``p`` (values not equal): ``_compare._eqn_eq`` then puts ``p`` in for
     each variable of ``y - rhs`` that ``p`` lacks; with ``rhs``'s variables all in ``p`` and ``y``
     not in ``rhs`` that is ``y`` alone, and the sampling already done (no parameter renamed)."""
-    if not (isinstance(g.value, _Expr) and isinstance(p, _Expr)) or g.name is None:
+    if not (isinstance(g.value, Expr) and isinstance(p, Expr)) or g.name is None:
         return False
     y = read(g.name)
     return y is not None and not (y.names() & g.value.names) and g.value.names <= p.names
@@ -292,8 +302,8 @@ def _equal(g: _Val, p: _Val) -> bool:
         raise Unsure  # proportional sides, substitution: the full check's other readings
     if isinstance(p, _Eqn):
         return _equal(g, p.value)
-    if isinstance(g, _Expr) and isinstance(p, _Expr):
-        return _expr_eq(g, p)
+    if isinstance(g, Expr) and isinstance(p, Expr):
+        return scalar_eq(g, p)
     if isinstance(g, _Group) and isinstance(p, _Group):
         return multiset_eq(g.items, p.items, _equal)
     if isinstance(g, _Seq) and isinstance(p, _Seq):
@@ -303,13 +313,18 @@ def _equal(g: _Val, p: _Val) -> bool:
             return False
         if all(_equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
             return True
-        if any(isinstance(i, _Expr) and i.names for i in g.items + p.items):
+        if any(isinstance(i, Expr) and i.names for i in g.items + p.items):
             raise Unsure  # a renamed parameter across the tuple (_compare._rename_parameter)
         return False
     if isinstance(g, _Seq | _Group) and isinstance(p, _Seq | _Group):
         return len(g.items) == len(p.items) and all(
             _equal(a, b) for a, b in zip(g.items, p.items, strict=True)
         )
+    if isinstance(g, _Set) or isinstance(p, _Set):
+        gs, ps = _as_set(g), _as_set(p)
+        return gs is not None and ps is not None and pieces_eq(gs, ps, _end_eq)
+    if isinstance(g, _Inf) and isinstance(p, _Inf):
+        return g.sign == p.sign
     raise Unsure  # a number against a set, an interval read as a set: sympy's sets
 
 

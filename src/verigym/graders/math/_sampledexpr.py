@@ -1,0 +1,157 @@
+"""One expression in floats, for the float path (``_sampled``): the own reader's code evaluated
+at the full check's sampling points with rigorous error bounds (``_bounded``), and compared by the
+full check's rules (``_numeric.expr_eq`` / ``scalar_eq``) wherever the bounds vouch for the verdict;
+``Unsure`` elsewhere. No sympy.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from verigym.graders.math._bounded import NAMES, Bounded, Unsure
+from verigym.graders.math._reader import Reading
+
+__all__ = ["PARAMS", "Expr", "expr_eq", "points", "scalar_eq"]
+
+PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamable parameters
+_VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
+_IRRATIONAL = re.compile(r"\b(?:pi|E|sqrt|root|log|log10|exp|sin|cos|tan|cot|sec|csc|asin|acos|atan)\b|\*\*")
+_SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100: no huge integers
+_LITERAL = re.compile(r"_n\('[\d.]+'\)")
+
+
+def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
+    """The sampling points of the full check (``_numeric.sample``), for symbols in this order."""
+    rng = random.Random(seed)
+    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
+
+
+@dataclass(frozen=True)
+class Expr:
+    """One expression: the reader's code, compiled, and a renaming of its symbols."""
+
+    reading: Reading
+    code: Any
+    ren: dict[str, str] = field(default_factory=dict)
+    deg: bool = False  # written with a degree sign (``_values.Scalar.decor.degree``)
+
+    def exact(self) -> Fraction | None:
+        """The exact value of a rational constant (``+ - * /``, small integer powers), else None."""
+        code = self.reading.code
+        rest = _LITERAL.sub("", _SMALL_POW.sub("", code))
+        if self.reading.names() or code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
+            return None
+        try:
+            v = eval(self.code, {"__builtins__": {}}, {"_n": Fraction})
+        except (ZeroDivisionError, ValueError, TypeError, OverflowError):
+            raise Unsure from None
+        if not isinstance(v, Fraction):
+            raise Unsure
+        return v
+
+    @property
+    def names(self) -> set[str]:
+        return {self.ren.get(n, n) for n in self.reading.names()}
+
+    def renamed(self, m: dict[str, str]) -> Expr:
+        return Expr(
+            self.reading,
+            self.code,
+            {n: m.get(self.ren.get(n, n), self.ren.get(n, n)) for n in self.reading.names()},
+            self.deg,
+        )
+
+    def radians(self) -> Expr:
+        """The degree sign's reading ``value * pi / 180`` (``_numeric.scalar_eq``)."""
+        r = self.reading
+        code = f"(({r.code}) * pi / _n('180'))"
+        return Expr(
+            Reading(code, r.letters, r.symbols, r.functions), compile(code, "<latex>", "eval"), self.ren
+        )
+
+    def at(self, pt: dict[str, float]) -> Bounded:
+        env = dict(NAMES)
+        for c in self.reading.letters:
+            env[c] = Bounded(pt[self.ren.get(c, c)], 0.0)
+        for ident, name in self.reading.symbols.items():
+            env[ident] = Bounded(pt[self.ren.get(name, name)], 0.0)
+        try:
+            v = eval(self.code, {"__builtins__": {}}, env)
+        except Unsure:
+            raise
+        except Exception:  # a domain error, a pole, anything floats cannot evaluate
+            raise Unsure from None
+        if not isinstance(v, Bounded):
+            raise Unsure
+        return v
+
+
+def _rename(g: set[str], p: set[str]) -> dict[str, str]:
+    """``_numeric._rename``: one free parameter of the answer renamed to the reference's."""
+    gs, ps = g - p, p - g
+    if len(gs) == 1 and len(ps) == 1:
+        (a,), (b,) = gs, ps
+        if a.lower() in PARAMS and b.lower() in PARAMS:
+            return {b: a}
+    return {}
+
+
+def _pair(g: Expr, p: Expr, pt: dict[str, float]) -> tuple[complex, complex, bool, float]:
+    fa, fb = g.at(pt), p.at(pt)
+    if (fa.e + fb.e) > _VOUCH * max(abs(fa.z), abs(fb.z)):
+        raise Unsure  # near zero, cancellation, a pole: the bound cannot vouch
+    return fa.z, fb.z, fa.cx or fb.cx, fa.e + fb.e
+
+
+def expr_eq(g: Expr, p: Expr) -> bool:
+    """``_numeric.scalar_eq`` without decorations: ``expr_eq``'s sampling, or, for two constants,
+    ``_const_eq``'s comparison within 1e-9 (two rationals are compared exactly there: deferred)."""
+    if not g.names and not p.names:
+        gq, pq = g.exact(), p.exact()
+        if gq is not None and pq is not None:
+            return gq == pq  # two sympy Rationals: compared exactly
+        if not (_IRRATIONAL.search(g.reading.code) or _IRRATIONAL.search(p.reading.code)):
+            raise Unsure  # factorials, |x|: sympy may hold two rationals
+    p = p.renamed(_rename(g.names, p.names))
+    syms = sorted(g.names | p.names)
+    const = not syms
+    for pt in points(syms, 6, 1234):
+        a, b, _, err = _pair(g, p, pt)
+        diff, scale = abs(a - b), max(abs(a), abs(b))
+        if diff > 1e-6 * scale:
+            return False
+        if diff > 1e-10 * scale or (const and diff > err):
+            raise Unsure  # constants: only equal within rounding (sympy may hold two rationals)
+    for pt in points(syms, 3, 4321):
+        a, b, cx, _ = _pair(g, p, {s: -v for s, v in pt.items()})
+        if abs(a.imag) > 1e-6 * abs(a) or abs(b.imag) > 1e-6 * abs(b):
+            continue  # a complex value: the rule compares only real ones
+        diff, scale = abs(a - b), max(abs(a), abs(b))
+        if diff <= 1e-10 * scale:
+            continue
+        if cx or diff <= 1e-6 * scale:
+            raise Unsure  # the full check may see a value that is not real there
+        return False
+    return True
+
+
+def scalar_eq(g: Expr, p: Expr) -> bool:
+    """``_numeric.scalar_eq``'s readings: a degree sign on one side only adds that side's value
+    in radians; equal when any pair is (``Unsure`` only when no pair is and some pair is unsure)."""
+    gs = [g, g.radians()] if g.deg and not p.deg else [g]
+    ps = [p, p.radians()] if p.deg and not g.deg else [p]
+    unsure = False
+    for a in gs:
+        for b in ps:
+            try:
+                if expr_eq(a, b):
+                    return True
+            except Unsure:
+                unsure = True
+    if unsure:
+        raise Unsure
+    return False
