@@ -68,18 +68,38 @@ def _describe(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Grader:
-    """One verifier with a weight. ``timeout`` is in seconds (None: no limit)."""
+    """One verifier with a weight. ``timeout`` is in seconds (None: no limit).
+
+    A sync grader runs in a worker thread, so that one that hangs times out without stalling the
+    event loop. ``inline=True`` declares a sync grader cheap and bounded — no I/O, no locks, time
+    linear in what it reads (an exact match, a linear-time regex, a number compare) — and calls
+    it directly on the event loop instead: no thread hop (~80 µs a call on a busy eval), and no
+    ``timeout`` either, since a call on the loop cannot be interrupted. Nothing sets it by
+    guessing; the built-in exact-match graders set it, and a grader that may be slow must not.
+    """
 
     fn: GraderFn
     weight: float = 1.0
     name: str = ""
     timeout: float | None = 60.0
+    inline: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
             object.__setattr__(self, "name", getattr(self.fn, "__name__", "grader"))
+        if self.inline and inspect.iscoroutinefunction(self.fn):
+            raise ValueError(f"grader {self.name!r}: inline=True is for sync graders; this one is async")
+
+    def grade_inline(self, task: Task, trajectory: Trajectory) -> Grade:
+        """The grade of an ``inline`` grader, computed now on the calling thread."""
+        try:
+            return to_grade(self.fn(task, trajectory))
+        except Exception as exc:
+            return Grade.failed(f"grader {self.name!r} raised {_describe(exc)}")
 
     async def grade(self, task: Task, trajectory: Trajectory) -> Grade:
+        if self.inline:
+            return self.grade_inline(task, trajectory)
         try:
             return to_grade(await _call(self.fn, (task, trajectory), self.timeout))
         except TimeoutError:
@@ -147,6 +167,9 @@ class Rubric:
     penalties: Sequence[Penalty] = ()
     concurrent: bool = True
     _order: list[Grader | GroupGrader] = field(init=False, repr=False, compare=False, default_factory=list)
+    _inline: bool = field(init=False, repr=False, compare=False, default=False)
+    _weights: dict[str, float] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _names: list[str] = field(init=False, repr=False, compare=False, default_factory=list)
 
     def __post_init__(self) -> None:
         names = [g.name for g in self.graders]
@@ -160,6 +183,11 @@ class Rubric:
         if len(set(detectors)) != len(detectors):
             raise ValueError(f"rubric penalty names must be unique, got {detectors}")
         self._order = self._topological()
+        # every grader and detector inline: nothing to overlap, so one at a time, in order, on the loop
+        checks = [*self.graders, *(p.grader for p in self.all_penalties)]
+        self._inline = all(isinstance(g, Grader) and g.inline for g in checks)
+        self._weights = {g.name: g.weight for g in self.graders}
+        self._names = self.names
 
     def _topological(self) -> list[Grader | GroupGrader]:
         order: list[Grader | GroupGrader] = []
@@ -192,6 +220,8 @@ class Rubric:
 
     async def score_group(self, task: Task, trajectories: Sequence[Trajectory]) -> list[Score]:
         """Score every sample of one task; group graders see them all together."""
+        if self._inline:  # no group graders, nothing to overlap: each sample on its own, now
+            return [self._score_inline(task, t) for t in trajectories]
         n = len(trajectories)
         grades: list[dict[str, Grade]] = [{} for _ in range(n)]
         penalties = self.all_penalties
@@ -214,6 +244,26 @@ class Rubric:
                 if grade.ok and grade.score > 0.5:
                     total[i] += detector.amount
         return [self._combine(g, p, t) for g, p, t in zip(grades, total, trajectories, strict=True)]
+
+    def _score_inline(self, task: Task, trajectory: Trajectory) -> Score:
+        """``score`` when every grader and detector is inline: the same grades, gates and reward,
+        computed in dependency order on the calling thread."""
+        grades: dict[str, Grade] = {}
+        for grader in self._order:
+            deps = self.gates.get(grader.name, ())
+            if all(grades[d].ok and grades[d].score >= self.gate_threshold for d in deps):
+                grades[grader.name] = grader.grade_inline(task, trajectory)  # type: ignore[union-attr]
+            else:
+                grades[grader.name] = Grade(score=0.0, detail="gated")
+        if len(grades) > 1:
+            grades = {name: grades[name] for name in self._names}  # the declared order
+        penalty = 0.0
+        for detector in self.all_penalties:
+            grade = detector.grader.grade_inline(task, trajectory)
+            grades[f"penalty:{detector.grader.name}"] = grade
+            if grade.ok and grade.score > 0.5:
+                penalty += detector.amount
+        return self._combine(grades, penalty, trajectory)
 
     async def _run_concurrently(
         self,
@@ -276,6 +326,6 @@ class Rubric:
         errors = [g.error for name, g in grades.items() if g.error and not name.startswith("penalty:")]
         if errors:
             return Score(grades=grades, error="; ".join(e for e in errors if e))
-        weights = {g.name: g.weight for g in self.graders}
+        weights = self._weights
         reward = sum(weights[name] * g.score for name, g in grades.items() if name in weights)
         return Score(grades=grades, reward=reward - penalty, penalty=penalty)

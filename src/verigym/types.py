@@ -207,10 +207,14 @@ class Trajectory(BaseModel):
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
-        for c in self.completions:
-            total = total + c.usage
-        return total
+        """Token counts summed over every completion."""
+        completions = self.completions
+        if len(completions) == 1:
+            return completions[0].usage
+        return Usage(
+            prompt_tokens=sum(c.usage.prompt_tokens for c in completions),
+            completion_tokens=sum(c.usage.completion_tokens for c in completions),
+        )
 
 
 class Grade(_Frozen):

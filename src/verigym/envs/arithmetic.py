@@ -134,15 +134,17 @@ def last_digit(task: Task, trajectory: Trajectory) -> Grade:
 
 
 def _rubric(graders: str) -> Rubric:
+    # inline: these parse the reply in linear time and compare integers (no I/O, cannot hang), so
+    # they run on the event loop without the worker-thread hop (``Grader.inline``)
     if graders == "exact":
-        return Rubric([Grader(correct, name="correct")])
+        return Rubric([Grader(correct, name="correct", inline=True)])
     if graders == "digits":
         third = 1 / 3
         return Rubric(
             [
-                Grader(length, weight=third, name="length"),
-                Grader(last_digit, weight=third, name="last_digit"),
-                Grader(correct, weight=third, name="correct"),
+                Grader(length, weight=third, name="length", inline=True),
+                Grader(last_digit, weight=third, name="last_digit", inline=True),
+                Grader(correct, weight=third, name="correct", inline=True),
             ]
         )
     raise EnvArgError(f"arithmetic: graders must be 'exact' or 'digits', got {graders!r}")
