@@ -3,7 +3,7 @@
 Rows (prompt token ids + per-row sampling settings) are left-padded into one batch and decoded with a
 KV cache; identical prompts are prefilled once and their cache rows repeated (``n`` samples of one
 prompt cost one prefill). Each row stops on its own (EOS, a stop string, its ``max_tokens``, or an
-``EarlyStop`` callback); finished rows are pruned from the batch and cache as they accumulate.
+``EarlyStop`` callback); finished rows are pruned from the batch and cache.
 
 Randomness is per row and counter-based: the uniform draw of row ``r`` at completion position ``t`` is
 SplitMix64(mix(seed_r) + (t+1)·φ) (Steele et al., 2014, "Fast splittable pseudorandom number
@@ -100,42 +100,65 @@ def uniforms(seeds: np.ndarray[Any, Any], steps: np.ndarray[Any, Any]) -> np.nda
 
 
 class _Batch:
-    """The live rows of one generation pass and their per-row settings as tensors."""
+    """The live rows of one generation pass and their per-row settings as tensors (and, as plain
+    flags, which of ``_sample``'s branches any live row needs)."""
 
     def __init__(self, specs: Sequence[RowSpec], device: Any) -> None:
         import torch
 
         self.rows = list(range(len(specs)))  # position in batch -> index into specs
+        self.order = list(self.rows)  # positions by ascending row: rows are handled in request order
+        self.settings = [(s.temperature, s.top_p, s.top_k) for s in specs]
         self.temp = torch.tensor([s.temperature for s in specs], dtype=torch.float32, device=device)
         self.top_p = torch.tensor([s.top_p for s in specs], dtype=torch.float32, device=device)
         self.top_k = torch.tensor([s.top_k for s in specs], dtype=torch.long, device=device)
         self.seeds = np.array([s.seed & 0xFFFFFFFFFFFFFFFF for s in specs], dtype=np.uint64)
+        self._flags()
+
+    def _flags(self) -> None:
+        temps = [t for t, _, _ in self.settings]
+        self.greedy = any(t <= 0 for t in temps)
+        self.unit_temp = all(t == 1 or t <= 0 for t in temps)  # logits / 1 is the logits, bit for bit
+        self.truncated = any(p < 1 or k > 0 for _, p, k in self.settings)
 
     def extend(self, specs: Sequence[RowSpec], rows: range) -> None:
         more = _Batch(specs, self.temp.device)
+        self.order += [len(self.rows) + j for j in range(len(more.rows))]
         self.rows += list(rows)
+        self.settings += more.settings
         self.temp, self.top_p = _cat(self.temp, more.temp), _cat(self.top_p, more.top_p)
         self.top_k = _cat(self.top_k, more.top_k)
         self.seeds = np.concatenate([self.seeds, more.seeds])
+        self._flags()
 
     def keep(self, idx: list[int]) -> None:
         import torch
 
         t = torch.tensor(idx, dtype=torch.long, device=self.temp.device)
         self.rows = [self.rows[i] for i in idx]
+        self.order = sorted(range(len(idx)), key=self.rows.__getitem__)
+        self.settings = [self.settings[i] for i in idx]
         self.temp, self.top_p, self.top_k = self.temp[t], self.top_p[t], self.top_k[t]
         self.seeds = self.seeds[idx]
+        self._flags()
 
 
 def _sample(logits: Any, batch: _Batch, steps: np.ndarray[Any, Any], processed: bool) -> tuple[Any, Any, Any]:
-    """(tokens, logprobs reported, logprob distribution reported) for one step of the live rows."""
+    """(tokens, logprobs reported, logprob distribution reported) for one step of the live rows.
+
+    Branches no live row needs are skipped (the division by a temperature of 1, the argmax when no row
+    is greedy and no draw fell past the last kept token): the same numbers with fewer ops per step.
+    """
     import torch
 
-    greedy = batch.temp <= 0
-    temp = torch.where(greedy, torch.ones_like(batch.temp), batch.temp)
-    logp = torch.log_softmax(logits / temp[:, None], dim=-1)
+    greedy = batch.temp <= 0 if batch.greedy else None
+    if batch.unit_temp:
+        logp = torch.log_softmax(logits, dim=-1)
+    else:
+        temp = batch.temp if greedy is None else torch.where(greedy, torch.ones_like(batch.temp), batch.temp)
+        logp = torch.log_softmax(logits / temp[:, None], dim=-1)
     work = logp
-    if bool(((batch.top_p < 1) | (batch.top_k > 0)).any()):
+    if batch.truncated:
         sorted_lp, order = logp.sort(dim=-1, descending=True)
         ranks = torch.arange(logp.shape[-1], device=logp.device)[None, :]
         probs = sorted_lp.exp()
@@ -150,7 +173,10 @@ def _sample(logits: Any, batch: _Batch, steps: np.ndarray[Any, Any], processed: 
     tokens = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1)
     tokens = tokens.clamp_(max=logits.shape[-1] - 1)
     bad = probs.gather(-1, tokens[:, None]).squeeze(-1) <= 0  # float round-off past the last kept token
-    tokens = torch.where(bad | greedy, work.argmax(dim=-1), tokens)
+    if greedy is not None:
+        tokens = torch.where(bad | greedy, work.argmax(dim=-1), tokens)
+    elif bool(bad.any()):
+        tokens = torch.where(bad, work.argmax(dim=-1), tokens)
     dist = work if processed else logp
     return tokens, dist.gather(-1, tokens[:, None]).squeeze(-1), dist
 
@@ -230,9 +256,10 @@ def run_rows(
         if want_top:
             tv, ti = dist.topk(min(want_top, dist.shape[-1]), dim=-1)
             top_v, top_i = tv.tolist(), ti.tolist()
-        for pos, row in enumerate(batch.rows):
+        for pos in batch.order:
             if pos in dead:
                 continue
+            row = batch.rows[pos]
             spec, res = specs[row], results[row]
             res.token_ids.append(tok_list[pos])
             res.logprobs.append(lp_list[pos])
@@ -263,10 +290,18 @@ def run_rows(
             break
         if flush is not None and int((limits[batch.rows] - lengths[batch.rows]).max()) > _FLUSH_AHEAD:
             flush()
-        if len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2:
-            keep = [p for p in range(len(batch.rows)) if p not in dead]
+        # Finished rows leave the lean path's batch at once (moving a row costs about one step of its
+        # attention); the generic cache is re-indexed whole, so there they leave in bulk. Either way a
+        # batch is pruned whenever at most 3 rows are left (matmuls of 1-3 rows round differently
+        # from those of 4 or more, so the batch sizes below 4 are kept as they were).
+        eager = isinstance(step, FastLlama)
+        if dead and (eager or len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2):
+            keep = _compacted(len(batch.rows), dead)
             sel = torch.tensor(keep, dtype=torch.long, device=device)
-            step.select(sel)
+            if eager:
+                step.keep(keep)
+            else:
+                step.select(sel)
             batch.keep(keep)
             tokens, mask, next_pos = tokens[sel], mask[sel], next_pos[sel]
             dead = set()
@@ -291,6 +326,16 @@ def run_rows(
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
             batch.extend(new, range(base, base + len(new)))
     return results[:first]
+
+
+def _compacted(size: int, dead: set[int]) -> list[int]:
+    """The live positions of a batch of ``size`` rows, in the order that moves fewest cache rows: a row
+    stays where it is, and the holes that finished rows leave are filled by live rows from the end (each
+    row's numbers do not depend on its position in the batch)."""
+    n = size - len(dead)
+    movers = [p for p in range(n, size) if p not in dead]
+    movers.reverse()
+    return [p if p not in dead else movers.pop() for p in range(n)]
 
 
 def _prefill_joining(

@@ -119,14 +119,40 @@ class FastLlama:
             self._rope_table()
 
     def select(self, index: torch.Tensor) -> None:
-        """Keep (or repeat) batch rows ``index`` of the cache (``index_select`` copies whole rows; indexing
-        ``k[index]`` gathered element by element, several times slower)."""
-        self.k = [k.index_select(0, index) for k in self.k]
-        self.v = [v.index_select(0, index) for v in self.v]
+        """Keep (or repeat) batch rows ``index`` of the cache: new buffers, of which only the filled
+        positions are copied (``index_select`` copies whole rows; indexing ``k[index]`` gathered element
+        by element, several times slower)."""
+        end = self.length
+
+        def pick(t: torch.Tensor) -> torch.Tensor:
+            new = t.new_empty((index.shape[0], *t.shape[1:]))
+            torch.index_select(t[:, :, :end], 0, index, out=new[:, :, :end])
+            return new
+
+        self.k = [pick(k) for k in self.k]
+        self.v = [pick(v) for v in self.v]
+
+    def keep(self, order: list[int]) -> None:
+        """Keep batch rows ``order`` (distinct; row ``j`` of the result is row ``order[j]``) in place: only
+        the rows whose position changes are copied (the caller fills the holes that finished rows left
+        with rows from the end), then the buffers are narrowed to ``len(order)`` rows."""
+        moved = [j for j, o in enumerate(order) if o != j]
+        end = self.length
+        if moved:
+            dst = torch.tensor(moved, dtype=torch.long, device=self.k[0].device)
+            src = torch.tensor([order[j] for j in moved], dtype=torch.long, device=self.k[0].device)
+            for t in (*self.k, *self.v):
+                used = t[:, :, :end]
+                used.index_copy_(0, dst, used.index_select(0, src))
+        n = len(order)
+        self.k = [k[:n] for k in self.k]
+        self.v = [v[:n] for v in self.v]
 
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
         """Logits of the last position for ``ids`` [B, T] appended to the cache; ``key_mask`` [B, S] is
         1 for real tokens over the whole sequence so far (S = cached + T)."""
+        if ids.shape[1] == 1 and self._rope is not None:
+            return self._decode(ids[:, 0], positions[:, 0], key_mask)
         inner = self.model.model
         batch, steps = ids.shape
         start, end = self.length, self.length + steps
@@ -173,3 +199,48 @@ class FastLlama:
         last = _rms(x[:, -1], inner.norm.weight, inner.norm.variance_epsilon)
         logits: torch.Tensor = self.model.lm_head(last)
         return logits
+
+    def _decode(self, ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+        """One new token per row: ``__call__``'s arithmetic on [B, hidden] rows (the same matmuls, row
+        for row, and the same element-wise ops), without the [B, 1, ...] views, transposes and module
+        calls around them, which cost more than the math on the tiny models."""
+        inner = self.model.model
+        batch = ids.shape[0]
+        start = self.length
+        end = start + 1
+        x = F.embedding(ids, inner.embed_tokens.weight)
+        assert self._rope is not None
+        cos = F.embedding(positions, self._rope[0])[:, None]
+        sin = F.embedding(positions, self._rope[1])[:, None]
+        bias = torch.zeros((batch, 1, 1, end), dtype=x.dtype, device=x.device).masked_fill_(
+            key_mask[:, None, None, :end] == 0, float("-inf")
+        )
+        heads, kv = self.heads, self.kv_heads
+        q_size = heads * self.head_dim
+        gqa = kv != heads
+        for i, layer in enumerate(inner.layers):
+            w_qkv, w_gu = self.fused[i]
+            attn = layer.self_attn
+            norm = layer.input_layernorm
+            qkv = F.linear(_rms(x, norm.weight, norm.variance_epsilon), w_qkv).view(
+                batch, heads + 2 * kv, self.head_dim
+            )
+            qk = _rotate(qkv[:, : heads + kv], cos, sin, True)
+            k_cache, v_cache = self.k[i], self.v[i]
+            k_cache[:, :, start] = qk[:, heads:]
+            v_cache[:, :, start] = qkv[:, heads + kv :]
+            out = F.scaled_dot_product_attention(
+                qk[:, :heads, None],
+                k_cache[:, :, :end],
+                v_cache[:, :, :end],
+                attn_mask=bias,
+                scale=attn.scaling,
+                enable_gqa=gqa,
+            )
+            x = x + F.linear(out.reshape(batch, q_size), attn.o_proj.weight)
+            post = layer.post_attention_layernorm
+            gate, up = F.linear(_rms(x, post.weight, post.variance_epsilon), w_gu).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.mlp.down_proj.weight)
+        self.length = end
+        head = self.model.lm_head
+        return F.linear(_rms(x, inner.norm.weight, inner.norm.variance_epsilon), head.weight, head.bias)
