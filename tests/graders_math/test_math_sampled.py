@@ -88,7 +88,22 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("x > 3", "[3, \\infty)", False),
     ("x \\in [-2, 7]", "[-2, 7]", True),
     ("3 < x < 3", "\\{3\\}", None),  # empty: sympy's EmptySet
-    ("x \\ne 2", "x \\ne 2", None),
+    ("a \\ne 2", "a \\neq 2", True),  # (-oo, 2) U (2, oo)
+    ("a \\ne 2", "a \\neq 1", False),
+    ("x \\ne \\sqrt{2}", "x \\ne \\sqrt{2}", None),  # touching at an irrational point: not provable
+    ("(-\\infty, 1) \\cup (3, 2)", "(-\\infty, 1)", True),  # (3, 2) is empty: sympy drops it
+    ("[\\frac{e}{5},+\\,\\infty)", "\\left[ \\dfrac{e}{5}, \\dfrac{e}{4} \\right)", False),  # oo is no number
+    # "1,3" also reads as the decimal 1.3
+    ("1,3", "1 \\text{ and } 3", True),
+    ("1,3", "1 \\text{ and } 2", False),
+    ("1,3", "1.3", None),  # the decimal reading against a number: rounding rules
+    # a \pm b expands into its two values, spliced into the enclosing list
+    ("1 \\pm \\sqrt{19}", "1 + \\sqrt{19}, 1 - \\sqrt{19}", True),
+    ("1 \\pm \\sqrt{19}", "1 + \\sqrt{9}, 1 - \\sqrt{9}", False),
+    ("0, \\pm 1, \\pm 2", "\\{-2, -1, 0, 1, 2\\}", True),
+    ("(\\sqrt{2}, 0), (-\\sqrt{2}, 0)", "(\\pm \\sqrt{2}, 0)", True),
+    ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\dfrac{\\sqrt{2}}{2}", True),
+    ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\dfrac{\\sqrt{2}}{4}", False),
 ]
 
 

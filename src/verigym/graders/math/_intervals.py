@@ -13,7 +13,7 @@ same open/closed ends and ends equal under the constants' rule (``eq``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
@@ -59,10 +59,13 @@ def _before(a: End, b: End, both_open: bool) -> bool:
     return False
 
 
-def interval(lo: End | None, hi: End | None, lo_open: bool, hi_open: bool) -> Piece:
-    """``sympy.Interval(lo, hi, ...)`` when sympy keeps it an interval; ``Unsure`` otherwise."""
+def interval(lo: End | None, hi: End | None, lo_open: bool, hi_open: bool) -> Piece | None:
+    """``sympy.Interval(lo, hi, ...)`` when sympy keeps it an interval, None when provably empty
+    (``hi < lo``: sympy's ``EmptySet``, which a union drops); ``Unsure`` otherwise (a point)."""
     if lo is not None and hi is not None and not _before(lo, hi, False):
-        raise Unsure  # empty, or a point: sympy builds another kind of set
+        if _before(hi, lo, False):
+            return None
+        raise Unsure  # lo == hi, or too close to tell: a point or empty
     return Piece(lo, hi, lo is None or lo_open, hi is None or hi_open)
 
 
@@ -71,8 +74,12 @@ def point(e: End) -> Piece:
     return Piece(e, e, False, False)
 
 
-def union(pieces: list[Piece]) -> tuple[Piece, ...]:
-    """The pieces sorted, when sympy's ``Union`` keeps every one of them; ``Unsure`` otherwise."""
+def union(parts: Sequence[Piece | None]) -> tuple[Piece, ...]:
+    """The pieces sorted (empty ones dropped), when sympy's ``Union`` keeps every one of them;
+    ``Unsure`` otherwise, and for an empty union."""
+    pieces = [p for p in parts if p is not None]
+    if not pieces:
+        raise Unsure  # sympy's EmptySet
     keyed = sorted(
         ((-float("inf") if p.lo is None else sum(_real(p.lo)) / 2), k) for k, p in enumerate(pieces)
     )
@@ -83,9 +90,14 @@ def union(pieces: list[Piece]) -> tuple[Piece, ...]:
     return out
 
 
-def chain_piece(bounds: list[End | None], ops: list[str]) -> Piece:
+def chain_piece(bounds: list[End | None], ops: list[str]) -> tuple[Piece, ...]:
     """``_values.rel_to_set`` of a chain in one variable (its slot None, the others constants):
-    ``3 < x``, ``x \\le 4``, ``a < x \\le b``."""
+    ``3 < x``, ``x \\le 4``, ``a < x \\le b``, ``x \\ne c`` (two open pieces)."""
+    if ops == ["\\ne"] and len(bounds) == 2:
+        c = bounds[0] or bounds[1]
+        if c is None:
+            raise Unsure
+        return union([Piece(None, c, True, True), Piece(c, None, True, True)])
     lo: End | None = None
     hi: End | None = None
     lo_open = hi_open = True
@@ -104,7 +116,7 @@ def chain_piece(bounds: list[End | None], ops: list[str]) -> Piece:
             if seen_lo:
                 raise Unsure
             lo, lo_open, seen_lo = c, op in ("<", ">"), True
-    return interval(lo, hi, lo_open, hi_open)
+    return union([interval(lo, hi, lo_open, hi_open)])
 
 
 def pieces_eq(a: tuple[Piece, ...], b: tuple[Piece, ...], eq: Callable[[End, End], bool]) -> bool:

@@ -18,6 +18,7 @@ from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._rules import (
     NUM_RE,
     bracketed,
+    expand_pm,
     is_name,
     is_text,
     is_word,
@@ -77,23 +78,6 @@ def _parse_list(s: str) -> Value:
     return Group(splice_pm([_parse_item(p) for p in parts]))
 
 
-def _expand_pm(s: str) -> list[str]:
-    n = s.count("\\pm") + s.count("\\mp")
-    if n == 0 or n > 4:
-        return [s]
-    out = [""]
-    for piece in re.split(r"(\\pm|\\mp)", s):
-        if piece in ("\\pm", "\\mp"):
-            out = (
-                [o + sign for o in out for sign in ("+", "-")]
-                if piece == "\\pm"
-                else [o + sign for o in out for sign in ("-", "+")]
-            )
-        else:
-            out = [o + piece for o in out]
-    return out if n == 1 or "(" in s else out[:: 2**n - 1]  # independent signs only inside tuples
-
-
 def _top_has(s: str, *seps: str) -> bool:
     return len(split_top(s, seps)) > 1
 
@@ -104,7 +88,7 @@ def _parse_item(s: str) -> Value:
     if re.fullmatch(r"\d{1,2}:\d{2}", s):
         return Text(s)  # a time of day, not a ratio
     if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{"):  # a set literal expands item by item
-        variants = _expand_pm(s)
+        variants = expand_pm(s)
         if len(variants) > 1:
             return Group(tuple(_parse_item(v) for v in variants), pm=True)
     if _top_has(s, "\\approx"):

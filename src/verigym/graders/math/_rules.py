@@ -31,6 +31,7 @@ __all__ = [
     "bracketed",
     "clear_rule_caches",
     "decimal_match",
+    "expand_pm",
     "flat",
     "interval_kinds_differ",
     "is_name",
@@ -196,6 +197,25 @@ def decimal_match(
         coarse = g if g.places < p.places else p
         return coarse.sig >= 3 and rounds("g" if coarse is g else "p")
     return False
+
+
+def expand_pm(s: str) -> list[str]:
+    """``a \\pm b`` as its variants, ``a + b`` and ``a - b`` (``\\mp``: minus first); several signs
+    vary together outside a tuple and independently inside one; more than four: not expanded."""
+    n = s.count("\\pm") + s.count("\\mp")
+    if n == 0 or n > 4:
+        return [s]
+    out = [""]
+    for piece in re.split(r"(\\pm|\\mp)", s):
+        if piece in ("\\pm", "\\mp"):
+            out = (
+                [o + sign for o in out for sign in ("+", "-")]
+                if piece == "\\pm"
+                else [o + sign for o in out for sign in ("-", "+")]
+            )
+        else:
+            out = [o + piece for o in out]
+    return out if n == 1 or "(" in s else out[:: 2**n - 1]  # independent signs only inside tuples
 
 
 def is_text(s: str) -> bool:

@@ -37,6 +37,7 @@ from verigym.graders.math._rules import (
     NUM_RE,
     Answers,
     bracketed,
+    expand_pm,
     flat,
     interval_kinds_differ,
     is_name,
@@ -61,6 +62,7 @@ _DEFER = re.compile(
 @dataclass(frozen=True)
 class _Group:  # _values.Group: an unordered list or set literal
     items: tuple[_Val, ...]
+    pm: bool = False  # the variants of one "a \\pm b": spliced into the enclosing list
 
 
 @dataclass(frozen=True)
@@ -90,20 +92,34 @@ class _Set:  # _values.SetV, or a one-variable inequality chain (its rel_to_set)
 _Val = Expr | _Group | _Seq | _Eqn | _Inf | _Set
 
 
-def _parse(s: str) -> _Val:
-    """``_parse.parse`` for the subset this path reads; ``Unsure`` for anything else."""
+def _parse(s: str) -> tuple[tuple[str, ...], _Val]:
+    """``_parse.parse`` for the subset this path reads: the extra number readings of the whole
+    answer (``1,3`` is also 1.3) and the value; ``Unsure`` for anything else."""
     s = strip_answer(s)
-    if not s or ";" in s or readings_prefix(s) != ([], False):
+    literals, only = readings_prefix(s)
+    if not s or ";" in s or only:
         raise Unsure
     s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)  # _parse._parse_list: "1 \text{ and } 3"
     parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in split_top(s, (",", " and ", " or ")) if p]
-    return _item(parts[0]) if len(parts) == 1 else _Group(tuple(_item(p) for p in parts))
+    return tuple(literals), (_item(parts[0]) if len(parts) == 1 else _Group(_splice(parts)))
+
+
+def _splice(parts: list[str]) -> tuple[_Val, ...]:
+    """``_values.splice_pm``: the items of a list, each ``\\pm`` expansion spliced in."""
+    out: list[_Val] = []
+    for v in (_item(p) for p in parts):
+        out.extend(v.items if isinstance(v, _Group) and v.pm else (v,))
+    return tuple(out)
 
 
 def _item(s: str) -> _Val:
     s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
-    if re.search(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+|\\(?:pm|mp|approx)(?![a-zA-Z])", s):
-        raise Unsure  # labels, expansions, approximations
+    if re.search(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", s):
+        raise Unsure  # a label
+    if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{") and len(variants := expand_pm(s)) > 1:
+        return _Group(tuple(_item(v) for v in variants), pm=True)
+    if re.search(r"\\(?:pm|mp|approx)(?![a-zA-Z])", s):
+        raise Unsure  # an approximation, too many signs
     s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)  # "a \in (1, 2)"
     eq = [p.strip() for p in split_top(s, ("=",))]
     if len(eq) == 1 and (found := _set_item(s)) is not None:
@@ -121,7 +137,7 @@ def _item(s: str) -> _Val:
         o, c, inner = br
         items = [p for p in split_top(inner, (",",)) if p]
         if o == "\\{":
-            return _Group(tuple(_item(p) for p in items))
+            return _Group(_splice(items))
         if len(items) >= 2 or o != "(" or c != ")":
             if o not in "([" or c not in ")]":
                 raise Unsure
@@ -176,7 +192,7 @@ def _chain(s: str) -> _Set:
     """``_parse._parse_rel`` then ``rel_to_set``: a chain in one variable with constant bounds."""
     pieces = re.split(r"(\\le |\\ge |\\ne |<|>)", s)
     exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
-    if not all(exprs) or "\\ne" in ops or len(exprs) not in (2, 3):
+    if not all(exprs) or ("\\ne" in ops and len(ops) > 1) or len(exprs) not in (2, 3):
         raise Unsure
     var = [k for k, e in enumerate(exprs) if (r := read(e)) is not None and r.names()]
     if len(var) != 1:
@@ -186,7 +202,7 @@ def _chain(s: str) -> _Set:
     if v.code not in v.letters | set(v.symbols) or v.functions or "i" in v.names():
         raise Unsure  # the variable alone in its slot
     bounds: list[End | None] = [None if k == var[0] else _const(e) for k, e in enumerate(exprs)]
-    return _Set((chain_piece(bounds, ops),))
+    return _Set(chain_piece(bounds, ops))
 
 
 def _end(v: _Val, lo: bool) -> End | None:
@@ -197,7 +213,7 @@ def _end(v: _Val, lo: bool) -> End | None:
     raise Unsure  # a symbolic end, an infinity at the wrong end (sympy: empty)
 
 
-def _to_set(v: _Val) -> tuple[Piece, ...]:
+def _to_set(v: _Val) -> tuple[Piece | None, ...]:
     """``_parse._to_set``: the pieces of a union's part (``Unsure`` where that raises)."""
     if isinstance(v, _Set):
         return v.pieces
@@ -220,9 +236,9 @@ def _as_set(v: _Val) -> tuple[Piece, ...] | None:
     if isinstance(v, _Set):
         return v.pieces
     if isinstance(v, _Seq):
-        return _to_set(v) if len(v.items) == 2 and v.open in "([" and v.close in ")]" else None
+        return union(_to_set(v)) if len(v.items) == 2 and v.open in "([" and v.close in ")]" else None
     if isinstance(v, _Group) and any(isinstance(i, _Set) for i in v.items):
-        pieces: list[Piece] = []
+        pieces: list[Piece | None] = []
         for i in v.items:
             if isinstance(i, _Eqn) and isinstance(i.value, Expr):
                 pieces.append(point(_end_point(i.value)))
@@ -239,8 +255,8 @@ def _as_set(v: _Val) -> tuple[Piece, ...] | None:
 
 def _equation(parts: list[str]) -> _Eqn:
     """``_parse._parse_eq`` for ``name = value`` and constant sides: the value is the last part."""
-    if len(parts) != 2 or not all(parts):
-        raise Unsure
+    if len(parts) < 2 or not all(parts) or (len(parts) > 2 and not all(is_name(q) for q in parts[:-1])):
+        raise Unsure  # "x = y = z = 1/2" names one value; other chains: the full check
     named = is_name(parts[0])
     constant = not named and not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
     if not (named or constant) or any(
@@ -254,7 +270,7 @@ def _equation(parts: list[str]) -> _Eqn:
     elif lhs is not None and lhs.code in lhs.names() | set(lhs.symbols) and len(lhs.names()) == 1:
         kind = "y"
     name = re.sub(r"\s+", "", parts[0]) if named else None
-    return _Eqn(name, _item(parts[1]), kind)
+    return _Eqn(name, _item(parts[-1]), kind)
 
 
 def _end_eq(a: End, b: End) -> bool:
@@ -325,6 +341,9 @@ def _equal(g: _Val, p: _Val) -> bool:
         return gs is not None and ps is not None and pieces_eq(gs, ps, _end_eq)
     if isinstance(g, _Inf) and isinstance(p, _Inf):
         return g.sign == p.sign
+    other = p if isinstance(g, _Inf) else g if isinstance(p, _Inf) else None
+    if isinstance(other, Expr) and not other.names:
+        return False  # infinity and a number (``_const_eq``: oo is not finite)
     raise Unsure  # a number against a set, an interval read as a set: sympy's sets
 
 
@@ -339,7 +358,7 @@ def sampled_check(
 
 
 @functools.lru_cache(maxsize=4096)
-def _value(s: str) -> _Val | None:
+def _value(s: str) -> tuple[tuple[str, ...], _Val] | None:
     """``_parse`` remembered (a reference is read once for all its responses); None: defer."""
     try:
         return _parse(s)
@@ -353,13 +372,20 @@ def clear_sampled_caches() -> None:
 
 def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     """``sampled_check`` on extracted answers (mode ``equivalent``)."""
-    g, p = _value(ans.gold), _value(ans.answer)
-    if g is None or p is None:
+    gv, pv = _value(ans.gold), _value(ans.answer)
+    if gv is None or pv is None or (gv[0] and pv[0]):
         return None
+    (glit, g), (plit, p) = gv, pv
     if ans.boxes > 1 and not isinstance(g, _Group):
         return False, f"hedged: {ans.boxes} different boxed answers", ans.answer
     try:
         same = _equal(g, p)
+        if (
+            not same
+            and (glit or plit)
+            and not isinstance(flat(p if glit else g, _Group), _Group | _Seq | _Set)
+        ):
+            return None  # the decimal reading ("1,3" is 1.3) against a number: the rounding rules
     except (Unsure, RecursionError):
         return None
     return (
