@@ -155,6 +155,8 @@ _OPEN, _CLOSE = "([{", ")]}"
 
 def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
     """Split ``s`` on any of ``seps`` at bracket depth 0 (``\\{``/``\\}`` and ``\\left(`` count)."""
+    if not any(sep in s for sep in seps):
+        return [s.strip()]
     parts: list[str] = []
     depth = 0
     start = i = 0

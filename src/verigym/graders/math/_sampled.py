@@ -48,7 +48,7 @@ from verigym.graders.math._rules import (
     readings_prefix,
     strip_answer,
 )
-from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
+from verigym.graders.math._sampledexpr import Expr, compiled, expr_eq, scalar_eq
 
 __all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
@@ -158,7 +158,7 @@ def _item(s: str) -> _Val:
     reading = read(core)
     if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
         raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
-    return Expr(reading, compile(reading.code, "<latex>", "eval"), deg=deg)
+    return Expr(reading, compiled(reading.code), deg=deg)
 
 
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS
@@ -185,7 +185,7 @@ def _const(s: str) -> Expr:
     reading = read(s)
     if reading is None or reading.names() or _NOT_READ.search(reading.code) or reading.functions:
         raise Unsure
-    return Expr(reading, compile(reading.code, "<latex>", "eval"))
+    return Expr(reading, compiled(reading.code))
 
 
 def _chain(s: str) -> _Set:
@@ -368,6 +368,7 @@ def _value(s: str) -> tuple[tuple[str, ...], _Val] | None:
 
 def clear_sampled_caches() -> None:
     _value.cache_clear()
+    compiled.cache_clear()
 
 
 def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:

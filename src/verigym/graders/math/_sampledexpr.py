@@ -6,6 +6,7 @@ full check's rules (``_numeric.expr_eq`` / ``scalar_eq``) wherever the bounds vo
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
@@ -15,13 +16,19 @@ from typing import Any
 from verigym.graders.math._bounded import NAMES, Bounded, Unsure
 from verigym.graders.math._reader import Reading
 
-__all__ = ["PARAMS", "Expr", "expr_eq", "points", "scalar_eq"]
+__all__ = ["PARAMS", "Expr", "compiled", "expr_eq", "points", "scalar_eq"]
 
 PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamable parameters
 _VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
 _IRRATIONAL = re.compile(r"\b(?:pi|E|sqrt|root|log|log10|exp|sin|cos|tan|cot|sec|csc|asin|acos|atan)\b|\*\*")
 _SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100: no huge integers
 _LITERAL = re.compile(r"_n\('[\d.]+'\)")
+
+
+@functools.lru_cache(maxsize=4096)
+def compiled(code: str) -> Any:
+    """The reader's code compiled once (``_2``, ``x^2`` recur across answers)."""
+    return compile(code, "<latex>", "eval")
 
 
 def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
@@ -69,9 +76,7 @@ class Expr:
         """The degree sign's reading ``value * pi / 180`` (``_numeric.scalar_eq``)."""
         r = self.reading
         code = f"(({r.code}) * pi / _n('180'))"
-        return Expr(
-            Reading(code, r.letters, r.symbols, r.functions), compile(code, "<latex>", "eval"), self.ren
-        )
+        return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren)
 
     def at(self, pt: dict[str, float]) -> Bounded:
         env = dict(NAMES)
