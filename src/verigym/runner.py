@@ -22,7 +22,9 @@ import gc
 import hashlib
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
@@ -71,11 +73,43 @@ def tuned_gc(young: int = 10_000) -> Iterator[None]:
         gc.unfreeze()
 
 
+_set = object.__setattr__
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """A model from values this module already holds as the right types (every field given): what
+    ``model_construct`` does, without its per-field Python loop. Validation would only re-check
+    our own objects; the record written is the same (``tests/eval/test_eval_log_format.py``)."""
+    model = cls.__new__(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", set(values))
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
+
+
+_RECORD_FIELDS = (
+    "env",
+    "model",
+    "task_id",
+    "sample_index",
+    "sampling",
+    "trajectory",
+    "score",
+    "usage",
+    "wall_s",
+    "error",
+)
+if tuple(Record.model_fields) != _RECORD_FIELDS:  # pragma: no cover  # emit() gives every field
+    raise ImportError("verigym.runner: Record's fields changed; update emit() in run_rollouts")
+
+
 def _sampling_for(sampling: Sampling, task_id: str, index: int) -> Sampling:
     seed = sample_seed(sampling.seed, task_id, index)
     if seed == sampling.seed and sampling.n == 1:
         return sampling
-    return sampling.model_copy(update={"seed": seed, "n": 1})
+    return _trusted(Sampling, {**sampling.__dict__, "seed": seed, "n": 1})
 
 
 async def _rollout_one(
@@ -176,17 +210,20 @@ async def run_rollouts(
     def emit(
         pos: int, task: Task, trajectory: Trajectory, score: Score, sampled: Sampling, t0: float
     ) -> None:
-        record = Record(
-            env=env_name,
-            model=model_name,
-            task_id=task.id,
-            sample_index=trajectory.sample_index,
-            sampling=sampled,
-            trajectory=trajectory,
-            score=score,
-            usage=trajectory.usage,
-            wall_s=time.perf_counter() - t0,
-            error=record_error(trajectory, score),
+        record = _trusted(
+            Record,
+            {
+                "env": env_name,
+                "model": model_name,
+                "task_id": task.id,
+                "sample_index": trajectory.sample_index,
+                "sampling": sampled,
+                "trajectory": trajectory,
+                "score": score,
+                "usage": trajectory.usage,
+                "wall_s": time.perf_counter() - t0,
+                "error": record_error(trajectory, score),
+            },
         )
         if keep_records:
             done.append((pos, trajectory.sample_index, record))
