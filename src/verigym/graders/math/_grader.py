@@ -45,6 +45,7 @@ from verigym.graders.math._norm import repair
 from verigym.graders.math._rational import clear_fast_caches, fast_decide
 from verigym.graders.math._rules import Answers, clear_rule_caches, prepare
 from verigym.graders.math._sampled import clear_sampled_caches, sampled_decide
+from verigym.graders.math._text import text_decide
 from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -129,7 +130,7 @@ _MAX_FAST = 4000  # longer texts are extracted in a worker, under the hard timeo
 
 
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
-    """The exact path, then the float path, on answers extracted once."""
+    """The exact path, then the float path, then the text path, on answers extracted once."""
     gold, pred, mode, question = args
     if mode.strip() != "equivalent" or len(pred) > _MAX_FAST or len(gold) > _MAX_FAST:
         return None
@@ -138,7 +139,8 @@ def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None
         if not isinstance(ans, Answers):
             return ans
         hit = fast_decide(ans)
-        return hit if hit is not None else sampled_decide(ans)
+        hit = hit if hit is not None else sampled_decide(ans)
+        return hit if hit is not None else text_decide(ans)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
 

@@ -22,6 +22,7 @@ from verigym.graders.math._rules import (
     is_name,
     is_text,
     is_word,
+    norm_text,
     readings_prefix,
     strip_answer,
 )
@@ -162,12 +163,12 @@ def _parse_atom(s: str) -> Value:
         sc = decimal_scalar(core)
         return Scalar(sc.expr, sc.raw, sc.places, sc.sig, decor)
     if is_text(core) or is_word(core):
-        return Text(_norm_text(core))
+        return Text(norm_text(core))
     try:
         expr = to_sympy(core)
     except ParseError:
         if re.search(r"[a-zA-Z]{3,}", core):
-            return Text(_norm_text(core))
+            return Text(norm_text(core))
         raise
     if isinstance(expr, sympy.MatrixBase):
         return _mat_of(expr)
@@ -178,12 +179,6 @@ def _parse_atom(s: str) -> Value:
     if not isinstance(expr, sympy.Expr):
         raise ParseError(f"{s!r} is not a value ({type(expr).__name__})")
     return Scalar(expr, core, decor=decor)
-
-
-def _norm_text(s: str) -> str:
-    s = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", s)
-    s = re.sub(r"[^\w\s]", " ", s.lower())
-    return re.sub(r"\s+", " ", s).strip()
 
 
 def _to_set(v: Value) -> Any:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import sympy
+if TYPE_CHECKING:
+    import sympy
 
 __all__ = ["prose_sign", "prose_value", "says"]
 
@@ -50,6 +52,8 @@ def says(sentence: str, short: str) -> bool:
 
 def prose_value(text: str) -> sympy.Expr | None:
     """The single value a sentence states: infinity, or its one number; else None."""
+    import sympy  # not at import: the text path (``_text``) runs without sympy
+
     t = " ".join(_words(text))
     if t in _INFINITE:
         return sympy.oo

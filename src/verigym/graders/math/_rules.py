@@ -38,6 +38,7 @@ __all__ = [
     "is_text",
     "is_word",
     "multiset_eq",
+    "norm_text",
     "prepare",
     "readings_prefix",
     "squash",
@@ -234,6 +235,13 @@ _WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", 
 def is_word(s: str) -> bool:
     """One word (``circle``, ``Maximum``, ``odd``), not a product of letters (``ab``, ``xyz``)."""
     return bool(re.fullmatch(r"[A-Za-z]{4,}", s)) or s.lower() in _WORDS
+
+
+def norm_text(s: str) -> str:
+    """Prose as the full check keeps it (``_values.Text``): lower case, words and spaces."""
+    s = re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"[^\w\s]", " ", s.lower())
+    return re.sub(r"\s+", " ", s).strip()
 
 
 NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # a plain number literal
