@@ -29,7 +29,7 @@ PARTS: list[
     ("finish: summary.json + report.html", ("finish (verigym/eval/run.py",)),
     ("results.jsonl: serialise + write", ("ResultsWriter.write", "ResultsWriter.flush")),
     ("tally: summary aggregates + report examples", ("Tally.add",)),
-    ("rubric: sync grader thread hop + the grade", ("verigym/rubric.py",)),
+    ("rubric: the grade (+ the thread hop of a user sync grader)", ("verigym/rubric.py",)),
     ("HTTP request (aiohttp, JSON dumps/loads)", ("_openai_transport.py",)),
     ("OpenAIPolicy wrapper (body, parse, retries)", ("policies/openai.py", "_openai_wire.py")),
     ("harness (MultiTurnEnv loop, trajectory)", ("verigym/envs/",)),

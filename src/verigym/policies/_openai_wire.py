@@ -97,7 +97,8 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
     out: list[Completion] = []
     if not all(isinstance(c, dict) for c in choices):
         raise PolicyError("bad_response", "response field 'choices' holds a non-object", retryable=True)
-    for pos, choice in enumerate(sorted(choices, key=lambda c: _index(c.get("index")))):
+    ordered = choices if len(choices) == 1 else sorted(choices, key=lambda c: _index(c.get("index")))
+    for pos, choice in enumerate(ordered):
         where = f"choices[{pos}]"
         message = choice.get("message")
         if not isinstance(message, dict):

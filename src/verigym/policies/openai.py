@@ -115,6 +115,8 @@ class OpenAIPolicy:
         return endpoint.wire
 
     def _pick(self, avoid: _Endpoint | None) -> _Endpoint:
+        if len(self._endpoints) == 1:
+            return self._endpoints[0]
         pool = [e for e in self._endpoints if e is not avoid] or self._endpoints
         low = min(e.load for e in pool)
         least = [e for e in pool if e.load == low]
