@@ -379,7 +379,8 @@ def _readings(s: str) -> tuple[Val, ...] | None:
 
 def fast_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     """``fast_check`` on extracted answers (mode ``equivalent``)."""
-    greads, preads = _readings(ans.gold), _readings(ans.answer)
+    greads = _readings(ans.gold)
+    preads = None if greads is None else _readings(ans.answer)  # a reference out of reach: done
     if greads is None or preads is None:
         return None
     try:

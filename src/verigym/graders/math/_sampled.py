@@ -373,7 +373,8 @@ def clear_sampled_caches() -> None:
 
 def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     """``sampled_check`` on extracted answers (mode ``equivalent``)."""
-    gv, pv = _value(ans.gold), _value(ans.answer)
+    gv = _value(ans.gold)
+    pv = None if gv is None else _value(ans.answer)  # a reference out of reach: done
     if gv is None or pv is None or (gv[0] and pv[0]):
         return None
     (glit, g), (plit, p) = gv, pv

@@ -68,7 +68,8 @@ def text_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     """The full check's verdict when both answers are text, else None (mode ``equivalent``)."""
     if ans.boxes > 1:
         return None
-    g, p = _value(ans.gold), _value(ans.answer)
+    g = _value(ans.gold)
+    p = None if g is None else _value(ans.answer)
     if g is None or p is None:
         return None
     if len(g) == 1 and len(p) == 1:
