@@ -61,6 +61,8 @@ _RENAME = (
     (re.compile(r"\\(?:tan|sin|cos)\^\{?-1\}?"), lambda m: "\\arc" + m.group(0)[1:4]),
 )
 
+_ANY_RENAME = re.compile("|".join(f"(?:{pat.pattern})" for pat, _ in _RENAME))
+
 
 def repair(s: str, *, escapes: bool) -> str:
     """Undo escaping damage: control characters for backslash commands; with ``escapes``
@@ -92,8 +94,9 @@ def clean(s: str) -> str:
     s = re.sub(r"\{\s*,\s*\}", ",", s)  # "14{,}916": a thousands separator in braces
     s = re.sub(r"\\text\{\s*\}", " ", s)
     s = _DROP.sub(" ", s)
-    for pat, rep in _RENAME:
-        s = pat.sub(rep, s)  # type: ignore[arg-type]
+    if _ANY_RENAME.search(s):  # none matching: every substitution below is a no-op
+        for pat, rep in _RENAME:
+            s = pat.sub(rep, s)  # type: ignore[arg-type]
     s = _fix_braceless(s)
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r"^(?:\\text\{\s*\}|[:,;\s]|\.(?!\d))+|(?:[.,;\s]|\\text\{\s*\})+$", "", s)

@@ -124,14 +124,14 @@ def expr_eq(g: Expr, p: Expr) -> bool:
     p = p.renamed(_rename(g.names, p.names))
     syms = sorted(g.names | p.names)
     const = not syms
-    for pt in points(syms, 6, 1234):
+    for pt in points(syms, 6, 1234) if syms else [{}]:  # a constant: every point is the same
         a, b, _, err = _pair(g, p, pt)
         diff, scale = abs(a - b), max(abs(a), abs(b))
         if diff > 1e-6 * scale:
             return False
         if diff > 1e-10 * scale or (const and diff > err):
             raise Unsure  # constants: only equal within rounding (sympy may hold two rationals)
-    for pt in points(syms, 3, 4321):
+    for pt in points(syms, 3, 4321) if syms else []:  # a constant equal above is equal there
         a, b, cx, _ = _pair(g, p, {s: -v for s, v in pt.items()})
         if abs(a.imag) > 1e-6 * abs(a) or abs(b.imag) > 1e-6 * abs(b):
             continue  # a complex value: the rule compares only real ones
