@@ -104,6 +104,14 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("(\\sqrt{2}, 0), (-\\sqrt{2}, 0)", "(\\pm \\sqrt{2}, 0)", True),
     ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\dfrac{\\sqrt{2}}{2}", True),
     ("x = y = z = \\frac{\\sqrt{2}}{2}", "\\dfrac{\\sqrt{2}}{4}", False),
+    # set differences with points: a point inside an interval splits it
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, -6) \\cup (-6, \\dfrac{3}{2})", True),
+    ("\\{x | x < \\frac{3}{2}\\} - \\{-6\\}", "(-\\infty, -6) \\cup (-6, \\dfrac{1}{2})", False),
+    ("(0, 5) \\setminus \\{7\\}", "(0, 5)", True),  # a point outside: nothing removed
+    ("(0, 5) \\setminus \\{5\\}", "(0, 5)", None),  # on an end: not modelled
+    # a list or tuple against one number
+    ("\\sqrt{2}-1 , \\frac{3-\\sqrt{2}}{7}", "\\sqrt{2} - 1", False),
+    ("(1, 2)", "1", False),
 ]
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from verigym.graders.math._bounded import Bounded, Unsure
 
-__all__ = ["End", "Piece", "chain_piece", "interval", "pieces_eq", "point", "union"]
+__all__ = ["End", "Piece", "chain_piece", "interval", "minus", "pieces_eq", "point", "union"]
 
 
 class End(Protocol):
@@ -88,6 +88,32 @@ def union(parts: Sequence[Piece | None]) -> tuple[Piece, ...]:
         if a.hi is None or b.lo is None or not _before(a.hi, b.lo, a.hi_open and b.lo_open):
             raise Unsure  # overlapping or touching: sympy merges them
     return out
+
+
+def minus(pieces: tuple[Piece, ...], points: Sequence[Piece | None]) -> tuple[Piece, ...]:
+    """``sympy.Complement(A, {b, ...})``: a point strictly inside an interval of ``A`` splits it
+    (open at the point), a point provably outside ``A`` leaves it; anything closer: ``Unsure``."""
+    out = list(pieces)
+    for b in points:
+        if b is None or b.lo is not b.hi or b.lo is None:
+            raise Unsure  # not a point
+        c = b.lo
+        kept: list[Piece | None] = []
+        for q in out:
+            below = q.lo is not None and _before(c, q.lo, False)
+            above = q.hi is not None and _before(q.hi, c, False)
+            if below or above:
+                kept.append(q)
+            elif (
+                q.lo is not q.hi
+                and (q.lo is None or _before(q.lo, c, False))
+                and (q.hi is None or _before(c, q.hi, False))
+            ):
+                kept += [Piece(q.lo, c, q.lo_open, True), Piece(c, q.hi, True, q.hi_open)]
+            else:
+                raise Unsure  # on an end, or the point itself: sympy's other simplifications
+        out = list(union(kept))
+    return tuple(out)
 
 
 def chain_piece(bounds: list[End | None], ops: list[str]) -> tuple[Piece, ...]:

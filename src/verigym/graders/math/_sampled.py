@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from verigym.graders.math._bounded import Unsure
-from verigym.graders.math._intervals import End, Piece, chain_piece, interval, pieces_eq, point, union
+from verigym.graders.math._intervals import End, Piece, chain_piece, interval, minus, pieces_eq, point, union
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._reader import read
 from verigym.graders.math._rules import (
@@ -169,8 +169,22 @@ def _set_item(s: str) -> _Set | None:
     points and chains, a set-builder ``\\{x | cond\\}``; None when ``s`` is none of those."""
     if len(split_top(s, _REL_OPS)) > 1 and not s.startswith("\\{"):
         return _chain(s)
-    if (s.startswith("\\{") and len(split_top(s, ("-",))) > 1) or len(split_top(s, ("\\setminus",))) > 1:
-        raise Unsure  # a set difference
+    sides = split_top(s, ("-",)) if s.startswith("\\{") else []
+    if len(sides) == 2 and all(bracketed(p) and p.startswith("\\{") and p.endswith("\\}") for p in sides):
+        sides = [sides[0], "\\setminus", sides[1]]  # "\\{x | x < 2\\} - \\{-6\\}": a set difference
+    elif len(sides) > 1:
+        raise Unsure
+    else:
+        sides = split_top(s, ("\\setminus",))
+    if len(sides) > 1:
+        a, b = sides[0], sides[-1]
+        if (
+            len(sides) > 3
+            or (len(sides) == 3 and sides[1] != "\\setminus")
+            or not (bracketed(a) and bracketed(b))
+        ):
+            raise Unsure
+        return _Set(minus(union(_to_set(_item(a))), _to_set(_item(b))))
     parts = split_top(s, ("\\cup",))
     if len(parts) > 1:
         return _Set(union([piece for part in parts for piece in _to_set(_item(part))]))
@@ -336,6 +350,10 @@ def _equal(g: _Val, p: _Val) -> bool:
         return len(g.items) == len(p.items) and all(
             _equal(a, b) for a, b in zip(g.items, p.items, strict=True)
         )
+    if (isinstance(g, _Seq | _Group) and isinstance(p, Expr | _Inf)) or (
+        isinstance(p, _Seq | _Group) and isinstance(g, Expr | _Inf)
+    ):
+        return False  # a list or tuple against a number (``_compare._as_set`` of a number: None)
     if isinstance(g, _Set) or isinstance(p, _Set):
         gs, ps = _as_set(g), _as_set(p)
         return gs is not None and ps is not None and pieces_eq(gs, ps, _end_eq)
