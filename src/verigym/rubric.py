@@ -19,14 +19,13 @@ grader at a time in dependency order; the scores are the same either way.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from verigym._threads import in_thread
 from verigym.types import Grade, Score, Task, Trajectory
 
 __all__ = ["GradeLike", "Grader", "GroupGrader", "Penalty", "Rubric", "to_grade"]
@@ -56,9 +55,8 @@ def to_grade(value: Any) -> Grade:
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None) -> Any:
     if inspect.iscoroutinefunction(fn):
         coro: Awaitable[Any] = fn(*args)
-    else:  # what asyncio.to_thread does, as a future: wait_for then needs no task to wrap it
-        run = functools.partial(contextvars.copy_context().run, fn, *args)
-        coro = asyncio.get_running_loop().run_in_executor(None, run)
+    else:  # a future (wait_for then needs no task to wrap it); threads hand results back in batches
+        coro = in_thread(fn, *args)
     return await asyncio.wait_for(coro, timeout) if timeout else await coro
 
 

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "_report": 1,  # HTML/figure helpers for eval, train and select reports; imports nothing of verigym
     "_files": 1,  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
+    "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
     "tools": 2,
     "mcp_tools": 2,  # re-exports tools._mcp under its old path
     "rubric": 2,

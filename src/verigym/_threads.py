@@ -1,0 +1,102 @@
+"""Worker threads for sync graders: ``in_thread(fn, *args)`` is a future of ``fn(*args)`` run off the loop.
+
+What ``loop.run_in_executor(None, ...)`` does, for many short calls: the calls that finish while
+the event loop is busy are handed back together, with one wake-up of the loop for the batch
+(``call_soon_threadsafe`` writes to the loop's self-pipe) instead of one per call, and the loop's
+future is resolved directly (no ``concurrent.futures.Future`` wrapped in an asyncio one).
+
+A call that hangs keeps its thread; the others go on in more threads (up to ``MAX_WORKERS``, as
+the default executor), and the awaiting side can stop waiting with ``asyncio.wait_for``. The
+threads are daemons that exit after ``IDLE_S`` seconds without work, so a grader that never
+returns cannot hold the process open at exit the way a default-executor thread does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["IDLE_S", "MAX_WORKERS", "in_thread"]
+
+T = TypeVar("T")
+MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # the default executor's size
+IDLE_S = 10.0
+
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+_Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._done: dict[asyncio.AbstractEventLoop, list[_Done]] = {}  # per loop, waiting for its drain
+
+    def submit(self, loop: asyncio.AbstractEventLoop, call: Callable[[], Any]) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            spawn = self._idle == 0 and self._threads < MAX_WORKERS
+            if spawn:
+                self._threads += 1
+            else:
+                self._idle -= 1  # one idle thread will take it (or it queues behind busy ones)
+        self._jobs.put((loop, future, call))
+        if spawn:
+            threading.Thread(target=self._work, name="verigym-grader", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            try:
+                loop, future, call = self._jobs.get(timeout=IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # no job was promised to an idle thread: leave
+                        self._idle -= 1
+                        self._threads -= 1
+                        return
+                continue
+            try:
+                result, error = call(), None
+            except BaseException as exc:  # handed to the awaiting side, like an executor does
+                result, error = None, exc
+            with self._lock:
+                pending = self._done.setdefault(loop, [])
+                pending.append((future, result, error))
+                first = len(pending) == 1
+                self._idle += 1
+            if first:
+                try:
+                    loop.call_soon_threadsafe(self._drain, loop)
+                except RuntimeError:  # the loop was closed meanwhile: nobody awaits these any more
+                    with self._lock:
+                        self._done.pop(loop, None)
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            finished = self._done.pop(loop, [])
+        for future, result, error in finished:
+            if future.cancelled():  # the caller timed out or was cancelled
+                continue
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+
+_POOL = _Pool()
+
+
+def in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """A future of the running loop resolved with ``fn(*args)`` run in a worker thread, in the
+    caller's context (as ``asyncio.to_thread``). Cancelling it stops the wait, not the call."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return _POOL.submit(asyncio.get_running_loop(), call)
