@@ -58,6 +58,12 @@ def answer_lines_before(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group(1)) for m in _ANSWER_LINE.finditer(text)]
 
 
+def extract_answer_line_before(text: str) -> str | None:
+    candidates = answer_lines_before(text)
+    candidates += [(m.start(), m.group(1)) for m in fmt._FINAL_IS.finditer(text)]
+    return (fmt._clean_answer(max(candidates)[1]) or None) if candidates else None
+
+
 PIECES = [
     "<think>", "</think>", "<THINK>", "</Think>", "\\boxed{", "\\boxed {", "\\fbox{", "\\boxed", "{", "}",
     "}}", "a", "x y", " ", "\t", "\n", "answer", "Answer:", "final answer", "Final Answer:", "**", "*",
@@ -74,6 +80,7 @@ def test_same_results_as_the_quadratic_versions_on_random_texts() -> None:
         before = extract_all_boxed_before(text)
         assert extract_boxed(text) == (before[-1] if before else None), text
         assert [(m.start(), m.group(1)) for m in fmt._ANSWER_LINE.finditer(text)] == answer_lines_before(text)
+        assert extract_answer_line(text) == extract_answer_line_before(text), text
 
 
 ADVERSARIAL = {

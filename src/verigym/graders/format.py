@@ -51,6 +51,8 @@ def strip_think(text: str) -> str:
     template opened it) drops everything before it; an unclosed ``<think>`` drops everything
     after it (the model never finished thinking, so there is no answer). Linear in the text.
     """
+    if "<" not in text:  # no tag at all (the usual reply)
+        return text.strip()
     close, opened = _THINK_CLOSE.search(text), _THINK_OPEN.search(text)
     if close and (not opened or close.start() < opened.start()):
         text = text[close.end() :]
@@ -130,7 +132,8 @@ def extract_answer_line(text: str) -> str | None:
 
     Whichever of the two forms comes last in the text wins; an empty answer is None.
     """
-    candidates = [(m.start(), m.group(1)) for m in _ANSWER_LINE.finditer(text)]
+    has_colon = ":" in text or "：" in text  # an "Answer:" line needs one
+    candidates = [(m.start(), m.group(1)) for m in _ANSWER_LINE.finditer(text)] if has_colon else []
     candidates += [(m.start(), m.group(1)) for m in _FINAL_IS.finditer(text)]
     if not candidates:
         return None
