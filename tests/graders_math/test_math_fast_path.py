@@ -38,6 +38,11 @@ DECIDED = [  # (gold, pred, accepted): each decided by the fast path
     ("7,425,000", "7425000", True),
     ("(1, 2)", "(1,2)", True),
     ("(1, 2)", "(2, 1)", False),
+    ("21.93", "21 \\dfrac{13}{14}", True),  # a mixed number, as the full parser reads it
+    ("21.93", "25 \\dfrac{13}{14}", False),
+    ("6.018", "6\\frac{1}{64}", False),  # 6.015625: not a rounding of it
+    ("-\\frac{5}{2}", "-2\\frac{1}{2}", True),
+    ("2\\frac{1}{2}", "2.5", True),
     ("[1, 2)", "[1, 2]", False),
     ("(-\\infty, 3]", "(-\\infty, 3]", True),
     ("\\{1, 2, 3\\}", "3, 2, 1", True),
@@ -68,7 +73,7 @@ DEFERRED = [  # outside the fast path: a letter, an irrational, a float inside a
     ("x + 1", "1 + x"),
     ("\\frac{10}{3}", "1/0.3"),
     ("30^\\circ", "\\frac{\\pi}{6}"),
-    ("2\\frac{1}{2}", "2.5"),
+    ("2\\frac{1}{2} x", "2.5x"),
     ("x = y", "5"),
     ("x \\ne 3", "(3, \\infty)"),
     ("x < 1 \\text{ or } x > 2", "(2, \\infty)"),

@@ -112,6 +112,29 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     # a list or tuple against one number
     ("\\sqrt{2}-1 , \\frac{3-\\sqrt{2}}{7}", "\\sqrt{2} - 1", False),
     ("(1, 2)", "1", False),
+    # matrix literals entry by entry; a tuple is a column
+    (
+        "\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",
+        "\\begin{pmatrix} -\\frac{1}{3} \\\\ \\frac{2}{3} \\end{pmatrix}",
+        True,
+    ),
+    ("\\begin{pmatrix} -7 \\\\ 16 \\\\ 5 \\end{pmatrix}", "(-7,16,5)", True),
+    ("\\begin{pmatrix} -7 \\\\ 16 \\\\ 5 \\end{pmatrix}", "(-7,16,7)", False),
+    (
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\begin{pmatrix} 1 & 3 \\\\ 2 & 4 \\end{pmatrix}",
+        False,
+    ),
+    (
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}",
+        "\\begin{pmatrix} \\sqrt{1} & 2 \\\\ 3 & 2^2 \\end{pmatrix}",
+        True,
+    ),
+    (
+        "\\begin{pmatrix} 0.2 \\\\ 1 \\end{pmatrix}",
+        "\\begin{pmatrix} \\frac{1}{5} \\\\ 1 \\end{pmatrix}",
+        None,
+    ),  # decimals
 ]
 
 

@@ -19,9 +19,12 @@ string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeri
 share: extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode`` (mode
 names), ``_reader`` (the own LaTeX reader, no sympy), ``_fast`` (its code on sympy: LaTeX to sympy
 without the slow ANTLR parser), ``_floats`` (float evaluation for numeric sampling), ``_sampled`` and
-``_bounded`` (the float path: expressions, lists, tuples and named values compared in floats with
-error bounds, no sympy), ``_prose`` (prose references), ``_worker`` (the timeout worker pool), ``_grader``
-(the public functions re-exported here).
+``_bounded`` (the float path: expressions, lists, tuples, sets, matrices and named values compared
+in floats with error bounds, no sympy; ``_sampledexpr`` one expression, ``_sampledcmp`` the values'
+comparison, ``_intervals`` unions of intervals), ``_exactnum`` (exact numbers and the decimal rules
+of the exact path), ``_text`` (answers that are text on both sides, no sympy), ``_prose`` (prose
+references), ``_worker`` (the timeout worker pool), ``_grader`` (the public functions re-exported
+here).
 """
 
 from verigym.graders.math._grader import (

@@ -16,6 +16,7 @@ import sympy
 
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._rules import (
+    MATRIX,
     NUM_RE,
     bracketed,
     expand_pm,
@@ -214,9 +215,6 @@ def _set_builder(inner: str) -> Value:
     return SetV(_to_set(item))
 
 
-_MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}$", re.S)
-
-
 def _mat_of(m: Any) -> Mat:
     return Mat(tuple(tuple(Scalar(m[i, j], str(m[i, j])) for j in range(m.cols)) for i in range(m.rows)))
 
@@ -225,7 +223,7 @@ def _parse_matrix(s: str) -> Value:
     """A matrix literal entry by entry (so ``0.33`` keeps its decimal places); sums and products
     of matrices go through sympy."""
     inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
-    m = _MATRIX.match(inner.strip())
+    m = MATRIX.match(inner.strip())
     if m and "\\begin" not in m.group(2):
         body = m.group(2).strip()
         rows = [r for r in re.split(r"\\\\", body) if r.strip()]

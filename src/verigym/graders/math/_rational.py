@@ -45,6 +45,7 @@ _DEFER = re.compile(
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/:^{}()])")
 _REL = re.compile(r"(\\le |\\ge |<|>)")  # _parse._REL_OPS without \ne
 _VAR = re.compile(r"[a-zA-Z]")
+_MIXED = re.compile(r"([+-]?)\s*(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,10 @@ def _number(core: str, percent: bool) -> Num:
     m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)
     if m:
         return Num(None, percent=percent, inf=-1 if m[1] == "-" else 1)
+    m = _MIXED.fullmatch(stripped)  # "2\\frac{1}{2}": a mixed number, as the full parser reads it
+    if m and int(m[4]) != 0:
+        whole = int(m[2]) + Fraction(int(m[3]), int(m[4]))
+        return Num(-whole if m[1] == "-" else whole, percent=percent)
     if re.search(r"\d\.|\.\d", core):
         raise _Defer
     reader = _Reader(core)

@@ -23,6 +23,7 @@ from verigym.graders.math._extract import extract, in_question
 from verigym.graders.math._norm import clean, repair
 
 __all__ = [
+    "MATRIX",
     "NUM_RE",
     "THOUSANDS",
     "Answers",
@@ -245,6 +246,7 @@ def norm_text(s: str) -> str:
 
 
 NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # a plain number literal
+MATRIX = re.compile(r"^\\begin\{([pbvB]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}$", re.S)  # a literal
 _NAME = re.compile(
     r"^(?:[a-zA-Z][a-zA-Z ]*|\\[a-zA-Z]+|[A-Za-z](?:_\{?[\w\\{}-]+\}?)?(?:\^\{?\w+\}?)?"
     r"|[a-zA-Z]+\s*\([\w,\s]*\)|\|[A-Za-z]+\||[A-Za-z_{}\\\d]+\s*:\s*[A-Za-z_{}\\\d]+|\([a-zA-Z,\s()]+\))$"

@@ -20,35 +20,35 @@ rounding bounds (sympy may hold two rationals, compared exactly there; plain rat
 arithmetic is evaluated exactly here), units and percent signs, text, ``\\ne``, ``\\pm``,
 function applications, ``floor``, ``min``/``max``, sums, ``i``, sets sympy would merge or
 empty, and any point the bounds cannot decide. A property test checks it never decides
-differently from the full check.
+differently from the full check. Matrix literals compare entry by entry (a tuple as a column).
+Reading is here; the values and their comparison are in ``_sampledcmp``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from verigym.graders.math._bounded import Unsure
-from verigym.graders.math._intervals import End, Piece, chain_piece, interval, minus, pieces_eq, point, union
+from verigym.graders.math._intervals import End, chain_piece, minus, union
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._reader import read
 from verigym.graders.math._rules import (
+    MATRIX,
     NUM_RE,
     Answers,
     bracketed,
     expand_pm,
     flat,
-    interval_kinds_differ,
     is_name,
     is_text,
     is_word,
-    multiset_eq,
     prepare,
     readings_prefix,
     strip_answer,
 )
-from verigym.graders.math._sampledexpr import Expr, compiled, expr_eq, scalar_eq
+from verigym.graders.math._sampledcmp import Eqn, Group, Inf, Mat, Seq, SetOf, Val, equal, to_set
+from verigym.graders.math._sampledexpr import Expr, compiled
 
 __all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
@@ -59,40 +59,7 @@ _DEFER = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class _Group:  # _values.Group: an unordered list or set literal
-    items: tuple[_Val, ...]
-    pm: bool = False  # the variants of one "a \\pm b": spliced into the enclosing list
-
-
-@dataclass(frozen=True)
-class _Seq:  # _values.Seq: a tuple or interval
-    open: str
-    close: str
-    items: tuple[_Val, ...]
-
-
-@dataclass(frozen=True)
-class _Eqn:  # _values.Eqn with a name (or constant sides) and a value
-    name: str | None
-    value: _Val
-    lhs: str = ""  # "y" for a plain symbol, "f" for a function application "f(x)", else ""
-
-
-@dataclass(frozen=True)
-class _Inf:  # a signed infinity, as an interval's end
-    sign: int
-
-
-@dataclass(frozen=True)
-class _Set:  # _values.SetV, or a one-variable inequality chain (its rel_to_set)
-    pieces: tuple[Piece, ...]
-
-
-_Val = Expr | _Group | _Seq | _Eqn | _Inf | _Set
-
-
-def _parse(s: str) -> tuple[tuple[str, ...], _Val]:
+def _parse(s: str) -> tuple[tuple[str, ...], Val]:
     """``_parse.parse`` for the subset this path reads: the extra number readings of the whole
     answer (``1,3`` is also 1.3) and the value; ``Unsure`` for anything else."""
     s = strip_answer(s)
@@ -101,33 +68,35 @@ def _parse(s: str) -> tuple[tuple[str, ...], _Val]:
         raise Unsure
     s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)  # _parse._parse_list: "1 \text{ and } 3"
     parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in split_top(s, (",", " and ", " or ")) if p]
-    return tuple(literals), (_item(parts[0]) if len(parts) == 1 else _Group(_splice(parts)))
+    return tuple(literals), (_item(parts[0]) if len(parts) == 1 else Group(_splice(parts)))
 
 
-def _splice(parts: list[str]) -> tuple[_Val, ...]:
+def _splice(parts: list[str]) -> tuple[Val, ...]:
     """``_values.splice_pm``: the items of a list, each ``\\pm`` expansion spliced in."""
-    out: list[_Val] = []
+    out: list[Val] = []
     for v in (_item(p) for p in parts):
-        out.extend(v.items if isinstance(v, _Group) and v.pm else (v,))
+        out.extend(v.items if isinstance(v, Group) and v.pm else (v,))
     return tuple(out)
 
 
-def _item(s: str) -> _Val:
+def _item(s: str) -> Val:
     s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
     if re.search(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", s):
         raise Unsure  # a label
     if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{") and len(variants := expand_pm(s)) > 1:
-        return _Group(tuple(_item(v) for v in variants), pm=True)
+        return Group(tuple(_item(v) for v in variants), pm=True)
     if re.search(r"\\(?:pm|mp|approx)(?![a-zA-Z])", s):
         raise Unsure  # an approximation, too many signs
     s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)  # "a \in (1, 2)"
     eq = [p.strip() for p in split_top(s, ("=",))]
     if len(eq) == 1 and (found := _set_item(s)) is not None:
         return found
+    if len(eq) == 1 and "\\begin{" in s and re.search(r"matrix|array", s):
+        return _matrix(s)
     if _DEFER.search(s):
         raise Unsure
     if m := re.fullmatch(r"([+-]?)\s*\\infty", s):
-        return _Inf(-1 if m[1] == "-" else 1)
+        return Inf(-1 if m[1] == "-" else 1)
     if len(eq) > 1:
         return _equation(eq)
     if s.startswith("\\{") and len(split_top(s, ("-",))) > 1:
@@ -137,11 +106,11 @@ def _item(s: str) -> _Val:
         o, c, inner = br
         items = [p for p in split_top(inner, (",",)) if p]
         if o == "\\{":
-            return _Group(_splice(items))
+            return Group(_splice(items))
         if len(items) >= 2 or o != "(" or c != ")":
             if o not in "([" or c not in ")]":
                 raise Unsure
-            return _Seq(o, c, tuple(_item(p) for p in items))
+            return Seq(o, c, tuple(_item(p) for p in items))
     elif s.startswith("\\{"):
         raise Unsure
     core, decor = split_decor(s)
@@ -164,7 +133,7 @@ def _item(s: str) -> _Val:
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS
 
 
-def _set_item(s: str) -> _Set | None:
+def _set_item(s: str) -> SetOf | None:
     """``_parse._parse_item``'s sets: an inequality chain, a union (``\\cup``) of intervals,
     points and chains, a set-builder ``\\{x | cond\\}``; None when ``s`` is none of those."""
     if len(split_top(s, _REL_OPS)) > 1 and not s.startswith("\\{"):
@@ -184,14 +153,24 @@ def _set_item(s: str) -> _Set | None:
             or not (bracketed(a) and bracketed(b))
         ):
             raise Unsure
-        return _Set(minus(union(_to_set(_item(a))), _to_set(_item(b))))
+        return SetOf(minus(union(to_set(_item(a))), to_set(_item(b))))
     parts = split_top(s, ("\\cup",))
     if len(parts) > 1:
-        return _Set(union([piece for part in parts for piece in _to_set(_item(part))]))
+        return SetOf(union([piece for part in parts for piece in to_set(_item(part))]))
     br = bracketed(s)
     if br is not None and br[0] == "\\{" and "|" in br[2]:
-        return _Set(union(list(_to_set(_item(br[2].split("|", 1)[1].strip())))))
+        return SetOf(union(list(to_set(_item(br[2].split("|", 1)[1].strip())))))
     return None
+
+
+def _matrix(s: str) -> Mat:
+    """``_parse._parse_matrix`` of a literal (anything else goes through sympy there)."""
+    inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
+    m = MATRIX.match(inner.strip())
+    if not m or "\\begin" in m.group(2):
+        raise Unsure
+    rows = [r for r in re.split(r"\\\\", m.group(2).strip()) if r.strip()]
+    return Mat(tuple(tuple(_item(c) for c in r.split("&")) for r in rows))
 
 
 def _const(s: str) -> Expr:
@@ -202,7 +181,7 @@ def _const(s: str) -> Expr:
     return Expr(reading, compiled(reading.code))
 
 
-def _chain(s: str) -> _Set:
+def _chain(s: str) -> SetOf:
     """``_parse._parse_rel`` then ``rel_to_set``: a chain in one variable with constant bounds."""
     pieces = re.split(r"(\\le |\\ge |\\ne |<|>)", s)
     exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
@@ -216,58 +195,10 @@ def _chain(s: str) -> _Set:
     if v.code not in v.letters | set(v.symbols) or v.functions or "i" in v.names():
         raise Unsure  # the variable alone in its slot
     bounds: list[End | None] = [None if k == var[0] else _const(e) for k, e in enumerate(exprs)]
-    return _Set(chain_piece(bounds, ops))
+    return SetOf(chain_piece(bounds, ops))
 
 
-def _end(v: _Val, lo: bool) -> End | None:
-    if isinstance(v, _Inf) and v.sign == (-1 if lo else 1):
-        return None
-    if isinstance(v, Expr) and not v.names:
-        return v
-    raise Unsure  # a symbolic end, an infinity at the wrong end (sympy: empty)
-
-
-def _to_set(v: _Val) -> tuple[Piece | None, ...]:
-    """``_parse._to_set``: the pieces of a union's part (``Unsure`` where that raises)."""
-    if isinstance(v, _Set):
-        return v.pieces
-    if isinstance(v, _Seq) and len(v.items) == 2 and v.open in "([" and v.close in ")]":
-        a, b = v.items
-        return (interval(_end(a, True), _end(b, False), v.open == "(", v.close == ")"),)
-    if isinstance(v, _Group):
-        return tuple(point(_end_point(i)) for i in v.items)
-    raise Unsure
-
-
-def _end_point(v: _Val) -> End:
-    if isinstance(v, Expr) and not v.names:
-        return v
-    raise Unsure
-
-
-def _as_set(v: _Val) -> tuple[Piece, ...] | None:
-    """``_compare._as_set``: a set, an interval-shaped tuple, a list holding sets; else None."""
-    if isinstance(v, _Set):
-        return v.pieces
-    if isinstance(v, _Seq):
-        return union(_to_set(v)) if len(v.items) == 2 and v.open in "([" and v.close in ")]" else None
-    if isinstance(v, _Group) and any(isinstance(i, _Set) for i in v.items):
-        pieces: list[Piece | None] = []
-        for i in v.items:
-            if isinstance(i, _Eqn) and isinstance(i.value, Expr):
-                pieces.append(point(_end_point(i.value)))
-            elif isinstance(i, Expr):
-                pieces.append(point(_end_point(i)))
-            else:
-                sub = _as_set(i)
-                if sub is None:
-                    return None
-                pieces += sub
-        return union(pieces)
-    return None
-
-
-def _equation(parts: list[str]) -> _Eqn:
+def _equation(parts: list[str]) -> Eqn:
     """``_parse._parse_eq`` for ``name = value`` and constant sides: the value is the last part."""
     if len(parts) < 2 or not all(parts) or (len(parts) > 2 and not all(is_name(q) for q in parts[:-1])):
         raise Unsure  # "x = y = z = 1/2" names one value; other chains: the full check
@@ -284,85 +215,7 @@ def _equation(parts: list[str]) -> _Eqn:
     elif lhs is not None and lhs.code in lhs.names() | set(lhs.symbols) and len(lhs.names()) == 1:
         kind = "y"
     name = re.sub(r"\s+", "", parts[0]) if named else None
-    return _Eqn(name, _item(parts[-1]), kind)
-
-
-def _end_eq(a: End, b: End) -> bool:
-    """``_compare._endpoint_eq`` of two finite constant ends."""
-    assert isinstance(a, Expr) and isinstance(b, Expr)
-    return expr_eq(a, b)
-
-
-def _bound_rename(gname: str, pname: str, pval: _Val) -> _Val:
-    """``_compare._bound_rename``: ``f(z) = z`` and ``f(x) = x`` define the same function."""
-    ga, pa = gname.partition("(")[2].rstrip(")"), pname.partition("(")[2].rstrip(")")
-    if not (ga.isalpha() and pa.isalpha() and len(ga) == len(pa) == 1 and ga != pa):
-        return pval
-    return pval.renamed({pa.lower(): ga.lower()}) if isinstance(pval, Expr) else pval
-
-
-def _name_key(name: str) -> tuple[str, int]:
-    return name.split("(")[0].lower(), name.count(",") + ("(" in name)
-
-
-def _no_substitution(g: _Eqn, p: _Val) -> bool:
-    """``y = rhs`` against ``p`` (values not equal): ``_compare._eqn_eq`` then puts ``p`` in for
-    each variable of ``y - rhs`` that ``p`` lacks; with ``rhs``'s variables all in ``p`` and ``y``
-    not in ``rhs`` that is ``y`` alone, and the sampling already done (no parameter renamed)."""
-    if not (isinstance(g.value, Expr) and isinstance(p, Expr)) or g.name is None:
-        return False
-    y = read(g.name)
-    return y is not None and not (y.names() & g.value.names) and g.value.names <= p.names
-
-
-def _equal(g: _Val, p: _Val) -> bool:
-    """``_compare.equal`` on the subset; ``Unsure`` where it would need more than floats."""
-    g, p = flat(g, _Group), flat(p, _Group)
-    if isinstance(g, _Eqn):
-        if isinstance(p, _Eqn):
-            named = g.name and p.name and _name_key(g.name) == _name_key(p.name)
-            if named and _equal(g.value, _bound_rename(g.name or "", p.name or "", p.value)):
-                return True
-            if named and g.lhs == p.lhs == "f":
-                return False  # proportional sides and substitution need values of f: none
-        elif _equal(g.value, p):
-            return True
-        elif g.lhs == "y" and _no_substitution(g, p):
-            return False
-        raise Unsure  # proportional sides, substitution: the full check's other readings
-    if isinstance(p, _Eqn):
-        return _equal(g, p.value)
-    if isinstance(g, Expr) and isinstance(p, Expr):
-        return scalar_eq(g, p)
-    if isinstance(g, _Group) and isinstance(p, _Group):
-        return multiset_eq(g.items, p.items, _equal)
-    if isinstance(g, _Seq) and isinstance(p, _Seq):
-        if len(g.items) != len(p.items):
-            return False
-        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
-            return False
-        if all(_equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
-            return True
-        if any(isinstance(i, Expr) and i.names for i in g.items + p.items):
-            raise Unsure  # a renamed parameter across the tuple (_compare._rename_parameter)
-        return False
-    if isinstance(g, _Seq | _Group) and isinstance(p, _Seq | _Group):
-        return len(g.items) == len(p.items) and all(
-            _equal(a, b) for a, b in zip(g.items, p.items, strict=True)
-        )
-    if (isinstance(g, _Seq | _Group) and isinstance(p, Expr | _Inf)) or (
-        isinstance(p, _Seq | _Group) and isinstance(g, Expr | _Inf)
-    ):
-        return False  # a list or tuple against a number (``_compare._as_set`` of a number: None)
-    if isinstance(g, _Set) or isinstance(p, _Set):
-        gs, ps = _as_set(g), _as_set(p)
-        return gs is not None and ps is not None and pieces_eq(gs, ps, _end_eq)
-    if isinstance(g, _Inf) and isinstance(p, _Inf):
-        return g.sign == p.sign
-    other = p if isinstance(g, _Inf) else g if isinstance(p, _Inf) else None
-    if isinstance(other, Expr) and not other.names:
-        return False  # infinity and a number (``_const_eq``: oo is not finite)
-    raise Unsure  # a number against a set, an interval read as a set: sympy's sets
+    return Eqn(name, _item(parts[-1]), kind)
 
 
 def sampled_check(
@@ -376,7 +229,7 @@ def sampled_check(
 
 
 @functools.lru_cache(maxsize=4096)
-def _value(s: str) -> tuple[tuple[str, ...], _Val] | None:
+def _value(s: str) -> tuple[tuple[str, ...], Val] | None:
     """``_parse`` remembered (a reference is read once for all its responses); None: defer."""
     try:
         return _parse(s)
@@ -396,15 +249,11 @@ def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     if gv is None or pv is None or (gv[0] and pv[0]):
         return None
     (glit, g), (plit, p) = gv, pv
-    if ans.boxes > 1 and not isinstance(g, _Group):
+    if ans.boxes > 1 and not isinstance(g, Group):
         return False, f"hedged: {ans.boxes} different boxed answers", ans.answer
     try:
-        same = _equal(g, p)
-        if (
-            not same
-            and (glit or plit)
-            and not isinstance(flat(p if glit else g, _Group), _Group | _Seq | _Set)
-        ):
+        same = equal(g, p)
+        if not same and (glit or plit) and not isinstance(flat(p if glit else g, Group), Group | Seq | SetOf):
             return None  # the decimal reading ("1,3" is 1.3) against a number: the rounding rules
     except (Unsure, RecursionError):
         return None

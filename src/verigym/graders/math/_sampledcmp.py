@@ -1,0 +1,196 @@
+"""The float path's values and their comparison (``_sampled`` reads answers into them): the full
+check's ``_compare.equal`` on the subset of ``_values`` that floats can decide, ``Unsure`` where it
+would need more (sympy's other readings of an equation, a renamed parameter across a tuple, sets
+sympy would simplify). Expressions compare in ``_sampledexpr``, sets with constant ends in
+``_intervals``. No sympy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verigym.graders.math._bounded import Unsure
+from verigym.graders.math._intervals import End, Piece, interval, pieces_eq, point, union
+from verigym.graders.math._reader import read
+from verigym.graders.math._rules import flat, interval_kinds_differ, multiset_eq
+from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
+
+__all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
+
+
+@dataclass(frozen=True)
+class Group:  # _values.Group: an unordered list or set literal
+    items: tuple[Val, ...]
+    pm: bool = False  # the variants of one "a \\pm b": spliced into the enclosing list
+
+
+@dataclass(frozen=True)
+class Seq:  # _values.Seq: a tuple or interval
+    open: str
+    close: str
+    items: tuple[Val, ...]
+
+
+@dataclass(frozen=True)
+class Eqn:  # _values.Eqn with a name (or constant sides) and a value
+    name: str | None
+    value: Val
+    lhs: str = ""  # "y" for a plain symbol, "f" for a function application "f(x)", else ""
+
+
+@dataclass(frozen=True)
+class Inf:  # a signed infinity, as an interval's end
+    sign: int
+
+
+@dataclass(frozen=True)
+class SetOf:  # _values.SetV, or a one-variable inequality chain (its rel_to_set)
+    pieces: tuple[Piece, ...]
+
+
+@dataclass(frozen=True)
+class Mat:  # _values.Mat: a matrix literal, entry by entry
+    rows: tuple[tuple[Val, ...], ...]
+
+
+Val = Expr | Group | Seq | Eqn | Inf | SetOf | Mat
+
+
+def _cells(v: Val) -> tuple[tuple[int, int], list[Val]] | None:
+    """``_compare._mat_eq``'s shape and entries: a matrix, or a tuple as a column."""
+    if isinstance(v, Mat):
+        return (len(v.rows), len(v.rows[0]) if v.rows else 0), [c for r in v.rows for c in r]
+    if isinstance(v, Seq):
+        return (len(v.items), 1), list(v.items)
+    return None
+
+
+def _end(v: Val, lo: bool) -> End | None:
+    if isinstance(v, Inf) and v.sign == (-1 if lo else 1):
+        return None
+    if isinstance(v, Expr) and not v.names:
+        return v
+    raise Unsure  # a symbolic end, an infinity at the wrong end (sympy: empty)
+
+
+def to_set(v: Val) -> tuple[Piece | None, ...]:
+    """``_parse.to_set``: the pieces of a union's part (``Unsure`` where that raises)."""
+    if isinstance(v, SetOf):
+        return v.pieces
+    if isinstance(v, Seq) and len(v.items) == 2 and v.open in "([" and v.close in ")]":
+        a, b = v.items
+        return (interval(_end(a, True), _end(b, False), v.open == "(", v.close == ")"),)
+    if isinstance(v, Group):
+        return tuple(point(_end_point(i)) for i in v.items)
+    raise Unsure
+
+
+def _end_point(v: Val) -> End:
+    if isinstance(v, Expr) and not v.names:
+        return v
+    raise Unsure
+
+
+def _as_set(v: Val) -> tuple[Piece, ...] | None:
+    """``_compare._as_set``: a set, an interval-shaped tuple, a list holding sets; else None."""
+    if isinstance(v, SetOf):
+        return v.pieces
+    if isinstance(v, Seq):
+        return union(to_set(v)) if len(v.items) == 2 and v.open in "([" and v.close in ")]" else None
+    if isinstance(v, Group) and any(isinstance(i, SetOf) for i in v.items):
+        pieces: list[Piece | None] = []
+        for i in v.items:
+            if isinstance(i, Eqn) and isinstance(i.value, Expr):
+                pieces.append(point(_end_point(i.value)))
+            elif isinstance(i, Expr):
+                pieces.append(point(_end_point(i)))
+            else:
+                sub = _as_set(i)
+                if sub is None:
+                    return None
+                pieces += sub
+        return union(pieces)
+    return None
+
+
+def _end_eq(a: End, b: End) -> bool:
+    """``_compare._endpoint_eq`` of two finite constant ends."""
+    assert isinstance(a, Expr) and isinstance(b, Expr)
+    return expr_eq(a, b)
+
+
+def _bound_rename(gname: str, pname: str, pval: Val) -> Val:
+    """``_compare._bound_rename``: ``f(z) = z`` and ``f(x) = x`` define the same function."""
+    ga, pa = gname.partition("(")[2].rstrip(")"), pname.partition("(")[2].rstrip(")")
+    if not (ga.isalpha() and pa.isalpha() and len(ga) == len(pa) == 1 and ga != pa):
+        return pval
+    return pval.renamed({pa.lower(): ga.lower()}) if isinstance(pval, Expr) else pval
+
+
+def _name_key(name: str) -> tuple[str, int]:
+    return name.split("(")[0].lower(), name.count(",") + ("(" in name)
+
+
+def _no_substitution(g: Eqn, p: Val) -> bool:
+    """``y = rhs`` against ``p`` (values not equal): ``_compare._eqn_eq`` then puts ``p`` in for
+    each variable of ``y - rhs`` that ``p`` lacks; with ``rhs``'s variables all in ``p`` and ``y``
+    not in ``rhs`` that is ``y`` alone, and the sampling already done (no parameter renamed)."""
+    if not (isinstance(g.value, Expr) and isinstance(p, Expr)) or g.name is None:
+        return False
+    y = read(g.name)
+    return y is not None and not (y.names() & g.value.names) and g.value.names <= p.names
+
+
+def equal(g: Val, p: Val) -> bool:
+    """``_compare.equal`` on the subset; ``Unsure`` where it would need more than floats."""
+    g, p = flat(g, Group), flat(p, Group)
+    if isinstance(g, Eqn):
+        if isinstance(p, Eqn):
+            named = g.name and p.name and _name_key(g.name) == _name_key(p.name)
+            if named and equal(g.value, _bound_rename(g.name or "", p.name or "", p.value)):
+                return True
+            if named and g.lhs == p.lhs == "f":
+                return False  # proportional sides and substitution need values of f: none
+        elif equal(g.value, p):
+            return True
+        elif g.lhs == "y" and _no_substitution(g, p):
+            return False
+        raise Unsure  # proportional sides, substitution: the full check's other readings
+    if isinstance(p, Eqn):
+        return equal(g, p.value)
+    if isinstance(g, Expr) and isinstance(p, Expr):
+        return scalar_eq(g, p)
+    if isinstance(g, Group) and isinstance(p, Group):
+        return multiset_eq(g.items, p.items, equal)
+    if isinstance(g, Seq) and isinstance(p, Seq):
+        if len(g.items) != len(p.items):
+            return False
+        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
+            return False
+        if all(equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
+            return True
+        if any(isinstance(i, Expr) and i.names for i in g.items + p.items):
+            raise Unsure  # a renamed parameter across the tuple (_compare._rename_parameter)
+        return False
+    if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
+        return len(g.items) == len(p.items) and all(
+            equal(a, b) for a, b in zip(g.items, p.items, strict=True)
+        )
+    if isinstance(g, Mat) or isinstance(p, Mat):
+        a, b = _cells(g), _cells(p)
+        if a is None or b is None or len(a[1]) != len(b[1]) or (a[0] != b[0] and 1 not in a[0] + b[0]):
+            return False
+        return all(equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+    if (isinstance(g, Seq | Group) and isinstance(p, Expr | Inf)) or (
+        isinstance(p, Seq | Group) and isinstance(g, Expr | Inf)
+    ):
+        return False  # a list or tuple against a number (``_compare._as_set`` of a number: None)
+    if isinstance(g, SetOf) or isinstance(p, SetOf):
+        gs, ps = _as_set(g), _as_set(p)
+        return gs is not None and ps is not None and pieces_eq(gs, ps, _end_eq)
+    if isinstance(g, Inf) and isinstance(p, Inf):
+        return g.sign == p.sign
+    other = p if isinstance(g, Inf) else g if isinstance(p, Inf) else None
+    if isinstance(other, Expr) and not other.names:
+        return False  # infinity and a number (``_const_eq``: oo is not finite)
+    raise Unsure  # a number against a set, an interval read as a set: sympy's sets
