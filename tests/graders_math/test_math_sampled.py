@@ -112,6 +112,9 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     # a list or tuple against one number
     ("\\sqrt{2}-1 , \\frac{3-\\sqrt{2}}{7}", "\\sqrt{2} - 1", False),
     ("(1, 2)", "1", False),
+    ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{8}", True),  # the exact value
+    ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{10}", False),
+    ("x \\approx 1.36", "1.36", None),  # a name: the approximation, a decimal
     # matrix literals entry by entry; a tuple is a column
     (
         "\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",

@@ -52,6 +52,12 @@ from verigym.graders.math._sampledexpr import Expr, compiled
 
 __all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
+_PERIOD = re.compile(r"(?<=[})a-zA-Z])\s*\.$")
+_LABEL = re.compile(r"[A-Za-z]+(?:\s+\d+)?\s*:\s+")
+_PM = re.compile(r"\\(?:pm|mp|approx)(?![a-zA-Z])")
+_IN = re.compile(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*")
+_INFTY = re.compile(r"([+-]?)\s*\\infty")
+_read = functools.lru_cache(maxsize=4096)(read)  # the same strings recur in one answer's readings
 _NOT_READ = re.compile(r"\boo\b|\b(?:Sum|Product|floor|ceiling|Min|Max|_f\d+)\(")
 _DEFER = re.compile(
     r"[;:<>|]|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
@@ -80,14 +86,16 @@ def _splice(parts: list[str]) -> tuple[Val, ...]:
 
 
 def _item(s: str) -> Val:
-    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # _parse._parse_item: a stray period
-    if re.search(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", s):
+    s = _PERIOD.sub("", s.strip())  # _parse._parse_item: a stray period
+    if _LABEL.match(s):
         raise Unsure  # a label
     if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{") and len(variants := expand_pm(s)) > 1:
         return Group(tuple(_item(v) for v in variants), pm=True)
-    if re.search(r"\\(?:pm|mp|approx)(?![a-zA-Z])", s):
+    if len(approx := split_top(s, ("\\approx",))) > 1:  # "1/3 \approx 0.33": the exact value
+        s = approx[0] if len(split_top(approx[0], ("=",))) > 1 or not is_name(approx[0]) else approx[-1]
+    if _PM.search(s):
         raise Unsure  # an approximation, too many signs
-    s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)  # "a \in (1, 2)"
+    s = _IN.sub("", s)  # "a \in (1, 2)"
     eq = [p.strip() for p in split_top(s, ("=",))]
     if len(eq) == 1 and (found := _set_item(s)) is not None:
         return found
@@ -95,7 +103,7 @@ def _item(s: str) -> Val:
         return _matrix(s)
     if _DEFER.search(s):
         raise Unsure
-    if m := re.fullmatch(r"([+-]?)\s*\\infty", s):
+    if m := _INFTY.fullmatch(s):
         return Inf(-1 if m[1] == "-" else 1)
     if len(eq) > 1:
         return _equation(eq)
@@ -124,7 +132,7 @@ def _item(s: str) -> Val:
         or is_word(core)
     ):
         raise Unsure  # decorations and decimal literals have their own rules; text is text
-    reading = read(core)
+    reading = _read(core)
     if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
         raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
     return Expr(reading, compiled(reading.code), deg=deg)
@@ -175,7 +183,7 @@ def _matrix(s: str) -> Mat:
 
 def _const(s: str) -> Expr:
     """A constant as ``to_sympy`` reads it (no decorations: ``_parse._parse_rel``)."""
-    reading = read(s)
+    reading = _read(s)
     if reading is None or reading.names() or _NOT_READ.search(reading.code) or reading.functions:
         raise Unsure
     return Expr(reading, compiled(reading.code))
@@ -187,10 +195,10 @@ def _chain(s: str) -> SetOf:
     exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
     if not all(exprs) or ("\\ne" in ops and len(ops) > 1) or len(exprs) not in (2, 3):
         raise Unsure
-    var = [k for k, e in enumerate(exprs) if (r := read(e)) is not None and r.names()]
+    var = [k for k, e in enumerate(exprs) if (r := _read(e)) is not None and r.names()]
     if len(var) != 1:
         raise Unsure
-    v = read(exprs[var[0]])
+    v = _read(exprs[var[0]])
     assert v is not None
     if v.code not in v.letters | set(v.symbols) or v.functions or "i" in v.names():
         raise Unsure  # the variable alone in its slot
@@ -208,7 +216,7 @@ def _equation(parts: list[str]) -> Eqn:
         (br := bracketed(p)) is not None and len(split_top(br[2], (",",))) > 1 for p in parts
     ):
         raise Unsure
-    lhs = read(parts[0]) if named else None
+    lhs = _read(parts[0]) if named else None
     kind = ""
     if lhs is not None and re.fullmatch(r"_f\d+\((?:[a-z]|_v\d+)\)", lhs.code) and len(lhs.functions) == 1:
         kind = "f"  # f(x): sympy's AppliedUndef, which no point evaluates
@@ -240,6 +248,7 @@ def _value(s: str) -> tuple[tuple[str, ...], Val] | None:
 def clear_sampled_caches() -> None:
     _value.cache_clear()
     compiled.cache_clear()
+    _read.cache_clear()
 
 
 def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:

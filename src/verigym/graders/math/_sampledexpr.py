@@ -25,6 +25,9 @@ _SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100
 _LITERAL = re.compile(r"_n\('[\d.]+'\)")
 
 
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, **NAMES}  # the reader's names; letters are locals
+
+
 @functools.lru_cache(maxsize=4096)
 def compiled(code: str) -> Any:
     """The reader's code compiled once (``_2``, ``x^2`` recur across answers)."""
@@ -79,13 +82,13 @@ class Expr:
         return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren)
 
     def at(self, pt: dict[str, float]) -> Bounded:
-        env = dict(NAMES)
+        env: dict[str, Bounded] = {}
         for c in self.reading.letters:
             env[c] = Bounded(pt[self.ren.get(c, c)], 0.0)
         for ident, name in self.reading.symbols.items():
             env[ident] = Bounded(pt[self.ren.get(name, name)], 0.0)
         try:
-            v = eval(self.code, {"__builtins__": {}}, env)
+            v = eval(self.code, _GLOBALS, env)
         except Unsure:
             raise
         except Exception:  # a domain error, a pole, anything floats cannot evaluate
