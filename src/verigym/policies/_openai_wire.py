@@ -131,7 +131,7 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
         out.append(
             Completion(
                 text=text or "",
-                tool_calls=_calls(message),
+                tool_calls=_calls(message) if calls else (),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
                 prompt_token_ids=prompt_ids,
                 completion_token_ids=completion_ids,
@@ -140,7 +140,9 @@ def parse_response(data: Any, *, model: str, n: int) -> list[Completion]:
                 token_ids_exact=completion_ids is not None,
                 usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
                 model=name,
-                malformed=tuple(b for b in bad if not b.startswith("choices[") or b.startswith(where)),
+                malformed=tuple(b for b in bad if not b.startswith("choices[") or b.startswith(where))
+                if bad
+                else (),
             )
         )
     return out
