@@ -11,9 +11,12 @@ carries the error instead.
 
 Graders not gated on each other run concurrently ("sequential execution on dependent graders,
 parallel execution on others", the agent-training lecture's grader-dependency rule): each grader
-starts as soon as the graders it is gated on have finished, sync graders in worker threads and
-async ones as tasks, and penalties run beside the graders. ``Rubric(concurrent=False)`` runs one
-grader at a time in dependency order; the scores are the same either way.
+starts as soon as the graders it is gated on have finished, sync graders in worker threads
+(``verigym._threads``: finished calls come back to the loop in batches) and async ones as tasks,
+and penalties run beside the graders. ``Rubric(concurrent=False)`` runs one grader at a time in
+dependency order; the scores are the same either way. A grader declared ``inline`` (cheap and
+bounded, such as the built-in exact-match ones) is called on the event loop with no thread; a
+rubric made only of those scores each sample directly, in dependency order.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ class Grader:
     A sync grader runs in a worker thread, so that one that hangs times out without stalling the
     event loop. ``inline=True`` declares a sync grader cheap and bounded — no I/O, no locks, time
     linear in what it reads (an exact match, a linear-time regex, a number compare) — and calls
-    it directly on the event loop instead: no thread hop (~80 µs a call on a busy eval), and no
+    it directly on the event loop instead: no thread hop (~40-80 µs a call on a busy eval), and no
     ``timeout`` either, since a call on the loop cannot be interrupted. Nothing sets it by
     guessing; the built-in exact-match graders set it, and a grader that may be slow must not.
     """
