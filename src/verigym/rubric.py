@@ -184,9 +184,9 @@ class Rubric:
         if len(set(detectors)) != len(detectors):
             raise ValueError(f"rubric penalty names must be unique, got {detectors}")
         self._order = self._topological()
-        # every grader and detector inline: nothing to overlap, so one at a time, in order, on the loop
-        checks = [*self.graders, *(p.grader for p in self.all_penalties)]
-        self._inline = all(isinstance(g, Grader) and g.inline for g in checks)
+        # every grader inline (and, checked per call, every detector): nothing to overlap, so one at
+        # a time, in order, on the loop
+        self._inline = all(isinstance(g, Grader) and g.inline for g in self.graders)
         self._weights = {g.name: g.weight for g in self.graders}
         self._names = self.names
 
@@ -221,11 +221,11 @@ class Rubric:
 
     async def score_group(self, task: Task, trajectories: Sequence[Trajectory]) -> list[Score]:
         """Score every sample of one task; group graders see them all together."""
-        if self._inline:  # no group graders, nothing to overlap: each sample on its own, now
-            return [self._score_inline(task, t) for t in trajectories]
+        penalties = self.all_penalties
+        if self._inline and all(p.grader.inline for p in penalties):  # each sample on its own, now
+            return [self._score_inline(task, t, penalties) for t in trajectories]
         n = len(trajectories)
         grades: list[dict[str, Grade]] = [{} for _ in range(n)]
-        penalties = self.all_penalties
         found: list[list[Grade]] = [[] for _ in penalties]
         if not self.concurrent:
             for grader in self._order:
@@ -246,7 +246,7 @@ class Rubric:
                     total[i] += detector.amount
         return [self._combine(g, p, t) for g, p, t in zip(grades, total, trajectories, strict=True)]
 
-    def _score_inline(self, task: Task, trajectory: Trajectory) -> Score:
+    def _score_inline(self, task: Task, trajectory: Trajectory, penalties: list[Penalty]) -> Score:
         """``score`` when every grader and detector is inline: the same grades, gates and reward,
         computed in dependency order on the calling thread."""
         grades: dict[str, Grade] = {}
@@ -259,7 +259,7 @@ class Rubric:
         if len(grades) > 1:
             grades = {name: grades[name] for name in self._names}  # the declared order
         penalty = 0.0
-        for detector in self.all_penalties:
+        for detector in penalties:
             grade = detector.grader.grade_inline(task, trajectory)
             grades[f"penalty:{detector.grader.name}"] = grade
             if grade.ok and grade.score > 0.5:
