@@ -97,3 +97,19 @@ def test_inline_is_only_for_sync_graders() -> None:
 
     with pytest.raises(ValueError, match="inline=True is for sync graders"):
         Grader(graded, inline=True)
+
+
+async def test_a_threaded_detector_added_later_keeps_its_thread_and_timeout() -> None:
+    def hangs(task: Task, t: Trajectory) -> float:
+        time.sleep(1.0)
+        return 1.0
+
+    task = ArithmeticEnv().tasks(1)[0]
+    rubric = Rubric([Grader(correct, inline=True)])
+    rubric.penalty = Penalty(Grader(hangs, timeout=0.1))
+    start = time.perf_counter()
+    score = await rubric.score(task, reply(task, str(task.answer)))
+    assert time.perf_counter() - start < 0.8
+    assert (
+        score.reward == 1.0 and score.grades["penalty:hangs"].error == "grader 'hangs' timed out after 0.1s"
+    )
