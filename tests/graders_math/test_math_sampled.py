@@ -55,10 +55,12 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("k = 2n - 1", "2n + 1", False),
     ("1, 3", "1 \\text{ and } 3", True),  # a list written with words, as the full parser splits it
     ("5, 15", "5 \\text{ and } 14", False),
-    ("\\sqrt{2}", "1.41421356", None),  # a decimal: the rounding rules
+    ("\\sqrt{2}", "1.41421356", True),  # a decimal rounding an irrational, far from the rule's bounds
     ("x + \\tan \\frac{\\pi}{2}", "x", None),  # sympy holds zoo there
     ("(x+1)^2 - x^2 - 2x", "1", True),
-    ("\\frac{\\pi}{6}", "0.5236", None),  # a decimal written as a number: rounding rules
+    ("\\frac{\\pi}{6}", "0.5236", True),
+    ("\\frac{\\pi}{6}", "0.52355", False),
+    ("\\frac{\\pi}{\\pi} \\cdot \\frac{1}{2}", "0.5", None),  # sympy holds 1/2: exact there
     ("x + 10^{-9}", "x", None),  # between the margins (1e-10, 1e-6): the full check decides
     ("x", "x \\text{ cm}", None),
     ("f(x) = 2x", "2x", True),
@@ -114,7 +116,17 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("(1, 2)", "1", False),
     ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{8}", True),  # the exact value
     ("\\frac{1 + \\sqrt{97}}{8} \\approx 1.36", "\\dfrac{1 + \\sqrt{97}}{10}", False),
-    ("x \\approx 1.36", "1.36", None),  # a name: the approximation, a decimal
+    ("x \\approx 1.36", "1.36", None),  # a name: the approximation, a decimal against a number
+    # a decimal against an irrational constant: rounded or (reference only) truncated
+    ("41.494", "17 + 10\\sqrt{6}", True),  # a truncation of 41.4949
+    ("41.494", "17 + 10\\sqrt{2}", False),
+    ("\\pi", "3.1416", True),
+    ("\\pi", "3.14", False),  # too few digits to stand for an irrational
+    ("\\pi", "3.1415", False),  # neither rounded nor a reference truncation
+    ("(3.1416, 1)", "(\\pi, 1)", True),
+    ("18.8^{\\circ}", "18.8", True),
+    ("\\frac{1}{a} : \\frac{1}{a}", "1", True),  # a ratio is a quotient
+    ("12:30", "12:30", None),  # a time of day: text there
     # matrix literals entry by entry; a tuple is a column
     (
         "\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",

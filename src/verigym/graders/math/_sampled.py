@@ -60,7 +60,7 @@ _INFTY = re.compile(r"([+-]?)\s*\\infty")
 _read = functools.lru_cache(maxsize=4096)(read)  # the same strings recur in one answer's readings
 _NOT_READ = re.compile(r"\boo\b|\b(?:Sum|Product|floor|ceiling|Min|Max|_f\d+)\(")
 _DEFER = re.compile(
-    r"[;:<>|]|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
+    r"[;<>|]|^\d{1,2}:\d{2}$|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
     r"(?![a-zA-Z])|\b(?:and|or)\b"
 )
 
@@ -127,7 +127,6 @@ def _item(s: str) -> Val:
         "\\circ" in core
         or (core != s and not deg)
         or (decor != Decor() and not deg)
-        or (NUM_RE.match(core) and "." in core)
         or is_text(core)
         or is_word(core)
     ):
@@ -135,7 +134,11 @@ def _item(s: str) -> Val:
     reading = _read(core)
     if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
         raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
-    return Expr(reading, compiled(reading.code), deg=deg)
+    dec = None
+    if NUM_RE.match(core) and "." in core:  # a decimal literal: _values.decimal_scalar
+        body = core.lstrip("+-")
+        dec = (len(body.split(".")[1]), len(body.replace(".", "").lstrip("0")))
+    return Expr(reading, compiled(reading.code), deg=deg, dec=dec)
 
 
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS

@@ -14,6 +14,8 @@ from fractions import Fraction
 from typing import Any
 
 from verigym.graders.math._bounded import NAMES, Bounded, Unsure
+from verigym.graders.math._exactnum import Defer, Num
+from verigym.graders.math._exactnum import scalar_eq as scalar_eq_exact
 from verigym.graders.math._reader import Reading
 
 __all__ = ["PARAMS", "Expr", "compiled", "expr_eq", "points", "scalar_eq"]
@@ -48,6 +50,7 @@ class Expr:
     code: Any
     ren: dict[str, str] = field(default_factory=dict)
     deg: bool = False  # written with a degree sign (``_values.Scalar.decor.degree``)
+    dec: tuple[int, int] | None = None  # a decimal literal: (places, significant digits)
 
     def exact(self) -> Fraction | None:
         """The exact value of a rational constant (``+ - * /``, small integer powers), else None."""
@@ -73,6 +76,7 @@ class Expr:
             self.code,
             {n: m.get(self.ren.get(n, n), self.ren.get(n, n)) for n in self.reading.names()},
             self.deg,
+            self.dec,
         )
 
     def radians(self) -> Expr:
@@ -156,10 +160,60 @@ def scalar_eq(g: Expr, p: Expr) -> bool:
     for a in gs:
         for b in ps:
             try:
-                if expr_eq(a, b):
+                if _decimal_eq(a, b) if (a.dec or b.dec) and not (a.names or b.names) else expr_eq(a, b):
                     return True
             except Unsure:
                 unsure = True
     if unsure:
         raise Unsure
     return False
+
+
+def _decimal_eq(g: Expr, p: Expr) -> bool:
+    """``_numeric._const_eq`` with a decimal literal on one side (``decimal_match``'s rules):
+    decided where the float value is far from every bound of the rule, else ``Unsure``; two
+    rationals go to the exact path's rules (``_exactnum``)."""
+    if g.dec and p.dec:
+        gq, pq = g.exact(), p.exact()
+        if gq is not None and gq == pq:
+            return True
+        raise Unsure  # two decimals: the exact path's rounding rules
+    d, c, ref = (g, p, True) if g.dec else (p, g, False)
+    assert d.dec is not None
+    places, sig = d.dec
+    q, cq = d.exact(), c.exact()
+    if q is None:
+        raise Unsure
+    if cq is not None:  # two sympy Rationals: the exact rules
+        dn, cn = Num(q, places, sig), Num(cq)
+        try:
+            return scalar_eq_exact(dn, cn) if ref else scalar_eq_exact(cn, dn)
+        except Defer:
+            raise Unsure from None
+    if not _IRRATIONAL.search(c.reading.code):
+        raise Unsure  # factorials, |x|: sympy may hold a rational
+    v = c.at({})
+    if v.cx or v.z.imag != 0:
+        raise Unsure
+    w, qf = v.z.real, float(q)
+    step = 10.0**-places
+    err = v.e + 1e-12 * (abs(qf) + abs(w)) + 1e-6 * step
+    diff = abs(qf - w)
+    far = diff - err > 1e-6 * max(abs(qf), abs(w))  # not equal, not within 1e-9
+    not_int = abs(w - round(w)) > err + 1e-6  # sympy cannot hold an Integer here
+    rounds = diff + err < 0.5 * step * (1 - 1e-6)
+    no_round = diff - err > 0.5 * step * (1 + 1e-6)
+    if ref:  # the reference is the decimal: rounded (3 significant digits), or truncated
+        t = (w - qf) * (1 if qf >= 0 else -1)
+        cut = err < t < step * (1 - 1e-6) - err
+        no_cut = t < -err - 1e-12 * max(1.0, abs(qf)) or t > step + err
+        if sig >= 3 and not_int and (rounds or cut):
+            return True
+        if far and (sig < 3 or (no_round and no_cut)):
+            return False
+        raise Unsure
+    if sig >= 4 and rounds and (places > 0 or not_int):
+        return True
+    if far and no_round:
+        return False
+    raise Unsure
