@@ -7,8 +7,9 @@ future is resolved directly (no ``concurrent.futures.Future`` wrapped in an asyn
 
 A call that hangs keeps its thread; the others go on in more threads (up to ``MAX_WORKERS``, as
 the default executor), and the awaiting side can stop waiting with ``asyncio.wait_for``. The
-threads are daemons that exit after ``IDLE_S`` seconds without work, so a grader that never
-returns cannot hold the process open at exit the way a default-executor thread does.
+threads are started when needed and live as long as the process (a sandbox started with bwrap's
+``--die-with-parent`` follows the thread that started it), as daemons: a grader that never returns
+cannot hold the process open at exit the way a default-executor thread holds ``asyncio.run``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["IDLE_S", "MAX_WORKERS", "in_thread"]
+__all__ = ["MAX_WORKERS", "in_thread"]
 
 T = TypeVar("T")
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # the default executor's size
-IDLE_S = 10.0
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
@@ -34,6 +34,10 @@ _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 class _Pool:
     def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked child has none of the threads
+
+    def _reset(self) -> None:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
@@ -43,11 +47,12 @@ class _Pool:
     def submit(self, loop: asyncio.AbstractEventLoop, call: Callable[[], Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
-            spawn = self._idle == 0 and self._threads < MAX_WORKERS
+            # ``_idle``: threads waiting for work minus jobs queued for them
+            spawn = self._idle <= 0 and self._threads < MAX_WORKERS
             if spawn:
                 self._threads += 1
             else:
-                self._idle -= 1  # one idle thread will take it (or it queues behind busy ones)
+                self._idle -= 1  # an idle thread takes it, or it waits for the first one free
         self._jobs.put((loop, future, call))
         if spawn:
             threading.Thread(target=self._work, name="verigym-grader", daemon=True).start()
@@ -55,15 +60,7 @@ class _Pool:
 
     def _work(self) -> None:
         while True:
-            try:
-                loop, future, call = self._jobs.get(timeout=IDLE_S)
-            except queue.Empty:
-                with self._lock:
-                    if self._idle > 0:  # no job was promised to an idle thread: leave
-                        self._idle -= 1
-                        self._threads -= 1
-                        return
-                continue
+            loop, future, call = self._jobs.get()
             try:
                 result, error = call(), None
             except BaseException as exc:  # handed to the awaiting side, like an executor does

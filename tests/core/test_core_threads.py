@@ -59,16 +59,33 @@ def test_a_call_still_running_when_its_loop_closes_is_dropped_quietly() -> None:
     assert asyncio.run(again()) == 3
 
 
-async def test_idle_threads_exit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_threads, "IDLE_S", 0.05)
+async def test_threads_are_reused_and_bounded() -> None:
     pool = _threads._Pool()
     loop = asyncio.get_running_loop()
-    assert (
-        await asyncio.gather(*(pool.submit(loop, lambda: time.sleep(0.02)) for _ in range(4))) == [None] * 4
-    )
-    assert pool._threads >= 1
-    for _ in range(100):
-        await asyncio.sleep(0.02)
-        if pool._threads == 0:
-            break
-    assert pool._threads == 0 and pool._idle == 0
+    for _ in range(3):
+        names = await asyncio.gather(
+            *(
+                pool.submit(loop, lambda: (time.sleep(0.01), threading.current_thread().name)[1])
+                for _ in range(40)
+            )
+        )
+        assert set(names) == {"verigym-grader"}
+    assert 1 <= pool._threads <= _threads.MAX_WORKERS
+    assert pool._idle == pool._threads  # every thread waits for work, none is owed a job
+
+
+def test_a_forked_child_starts_threads_of_its_own() -> None:
+    import os
+
+    async def square(x: int) -> int:
+        return await in_thread(lambda: x * x)
+
+    assert asyncio.run(square(3)) == 9  # the parent has grader threads now
+    pid = os.fork()
+    if pid == 0:  # the child: no threads were copied, the pool must start its own
+        try:
+            os._exit(0 if asyncio.run(asyncio.wait_for(square(4), 5)) == 16 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
