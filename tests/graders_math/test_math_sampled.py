@@ -53,6 +53,8 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("f(n) = 2n + 1007", "f(m) = 2m + 1007", True),  # the bound variable renamed
     ("k = 2n - 1", "2n - 1", True),
     ("k = 2n - 1", "2n + 1", False),
+    ("x = \\frac{\\pi}{6} + \\pi k", "\\frac{\\pi}{6}", False),  # putting the answer in for k leaves x
+    ("y = 2x", "\\frac{y}{2}", None),  # the answer holds y: substituting it for x satisfies y = 2x
     ("1, 3", "1 \\text{ and } 3", True),  # a list written with words, as the full parser splits it
     ("5, 15", "5 \\text{ and } 14", False),
     ("\\sqrt{2}", "1.41421356", True),  # a decimal rounding an irrational, far from the rule's bounds

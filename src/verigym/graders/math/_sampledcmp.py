@@ -133,12 +133,16 @@ def _name_key(name: str) -> tuple[str, int]:
 
 def _no_substitution(g: Eqn, p: Val) -> bool:
     """``y = rhs`` against ``p`` (values not equal): ``_compare._eqn_eq`` then puts ``p`` in for
-    each variable of ``y - rhs`` that ``p`` lacks; with ``rhs``'s variables all in ``p`` and ``y``
-    not in ``rhs`` that is ``y`` alone, and the sampling already done (no parameter renamed)."""
+    each variable of ``y - rhs`` that ``p`` lacks (``y`` not in ``rhs``). For ``y`` itself that is
+    the sampling already done; for a variable of ``rhs`` it compares ``y`` with an expression
+    without ``y`` when ``p`` lacks ``y`` too (never equal at random points); with ``rhs``'s
+    variables all in ``p`` there is nothing else to put in."""
     if not (isinstance(g.value, Expr) and isinstance(p, Expr)) or g.name is None:
         return False
     y = read(g.name)
-    return y is not None and not (y.names() & g.value.names) and g.value.names <= p.names
+    if y is None or y.names() & g.value.names:
+        return False
+    return not (y.names() & p.names) or g.value.names <= p.names
 
 
 def equal(g: Val, p: Val) -> bool:
