@@ -40,6 +40,7 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("x^2 - 1", "(x-1)(x+1)", True),
     ("\\sqrt{x^2}", "x", False),  # equal at positive points, not at negative ones
     ("n\\pi", "k\\pi", True),  # a renamed parameter
+    ("k + n - n", "t", None),  # sympy cancels n: k renamed to t there; a name that changes nothing defers
     ("\\frac{1}{\\sqrt{n}}", "\\sqrt{\\frac{1}{n}}", True),
     ("2\\sin x \\cos x", "\\sin 2x", True),
     ("1 - \\frac{1}{e}", "1 + \\frac{1}{e}", False),
@@ -59,21 +60,24 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("5, 15", "5 \\text{ and } 14", False),
     ("\\sqrt{2}", "1.41421356", True),  # a decimal rounding an irrational, far from the rule's bounds
     ("x + \\tan \\frac{\\pi}{2}", "x", None),  # sympy holds zoo there
-    ("(x+1)^2 - x^2 - 2x", "1", True),
+    ("(x+1)^2 - x^2 - 2x", "1", None),  # x changes nothing: sympy might have cancelled it
     ("\\frac{\\pi}{6}", "0.5236", True),
     ("\\frac{\\pi}{6}", "0.52355", False),
     ("\\frac{\\pi}{\\pi} \\cdot \\frac{1}{2}", "0.5", None),  # sympy holds 1/2: exact there
     ("x + 10^{-9}", "x", None),  # between the margins (1e-10, 1e-6): the full check decides
     ("x", "x \\text{ cm}", None),
     ("f(x) = 2x", "2x", True),
-    ("f(x) = 2x", "3x", None),  # rejected only after the full check's other readings of an equation
+    ("f(x) = 2x", "3x", False),  # f(x) = rhs: nothing to solve for, no values of f to sample
+    ("y = 2x", "3x", False),  # y = rhs against an answer without y
+    ("60^\\textcirc 42'", "60^\\circ 42'", True),  # degrees and minutes
+    ("60^\\textcirc 42'", "60^\\circ", False),
     # a degree sign on one side adds its value in radians
     ("\\frac{\\pi}{6}", "30^\\circ", True),
     ("\\frac{\\pi}{6}", "60^\\circ", False),
     ("45^{\\circ}", "45", True),
     ("45^{\\circ}", "60", False),
     ("C = \\frac{2\\pi}{3}", "120^\\circ", True),
-    ("60^\\circ 42'", "60^\\circ", None),  # minutes: the full check's own reading
+    ("60^\\circ 42'", "60^\\circ 41'", False),
     # sets with constant ends, as sympy builds and compares them
     ("(-\\sqrt{11},-2)\\cup (\\sqrt{11},9)", "(-\\sqrt{11}, -2) \\cup (\\sqrt{11}, 9)", True),
     ("(-\\sqrt{11},-2)\\cup (\\sqrt{11},9)", "(-\\sqrt{11}, -2] \\cup (\\sqrt{11}, 9)", False),
@@ -128,7 +132,9 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("\\pi", "3.1415", False),  # neither rounded nor a reference truncation
     ("(3.1416, 1)", "(\\pi, 1)", True),
     ("18.8^{\\circ}", "18.8", True),
-    ("\\frac{1}{a} : \\frac{1}{a}", "1", True),  # a ratio is a quotient
+    ("\\frac{2}{a} : \\frac{1}{a}", "\\frac{4}{2}", None),  # a/a: cancelled by sympy, deferred here
+    ("\\frac{1}{a} : 2", "\\frac{1}{2a}", True),  # a ratio is a quotient
+    ("x : 2", "\\frac{x}{2}", None),  # "x :" reads as a label there
     ("12:30", "12:30", None),  # a time of day: text there
     # matrix literals entry by entry; a tuple is a column
     (

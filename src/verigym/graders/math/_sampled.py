@@ -32,7 +32,7 @@ import re
 from verigym.graders.math._bounded import Unsure
 from verigym.graders.math._intervals import End, chain_piece, minus, union
 from verigym.graders.math._norm import Decor, split_decor, split_top
-from verigym.graders.math._reader import read
+from verigym.graders.math._reader import Reading, read
 from verigym.graders.math._rules import (
     MATRIX,
     NUM_RE,
@@ -56,6 +56,7 @@ _PERIOD = re.compile(r"(?<=[})a-zA-Z])\s*\.$")
 _LABEL = re.compile(r"[A-Za-z]+(?:\s+\d+)?\s*:\s+")
 _PM = re.compile(r"\\(?:pm|mp|approx)(?![a-zA-Z])")
 _IN = re.compile(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*")
+_MINUTES = re.compile(r"(.*?)\^\\circ\s*(\d+)\s*'")
 _INFTY = re.compile(r"([+-]?)\s*\\infty")
 _read = functools.lru_cache(maxsize=4096)(read)  # the same strings recur in one answer's readings
 _NOT_READ = re.compile(r"\boo\b|\b(?:Sum|Product|floor|ceiling|Min|Max|_f\d+)\(")
@@ -121,6 +122,12 @@ def _item(s: str) -> Val:
             return Seq(o, c, tuple(_item(p) for p in items))
     elif s.startswith("\\{"):
         raise Unsure
+    if m := _MINUTES.fullmatch(s):  # 60^\\circ 42': degrees and minutes (_parse._parse_atom)
+        r = _read(m[1])
+        if r is None or r.names() or _NOT_READ.search(r.code):
+            raise Unsure
+        code = f"(({r.code}) + _n('{int(m[2])}') / _n('60'))"
+        return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), deg=True)
     core, decor = split_decor(s)
     deg = decor == Decor(degree=True) and re.fullmatch(re.escape(core) + r"\s*\^\\circ", s) is not None
     if (

@@ -159,6 +159,8 @@ def equal(g: Val, p: Val) -> bool:
             return True
         elif g.lhs == "y" and _no_substitution(g, p):
             return False
+        elif g.lhs == "f" and isinstance(p, Expr):
+            return False  # f(x) = rhs: no variable to solve for, and f has no values to sample
         raise Unsure  # proportional sides, substitution: the full check's other readings
     if isinstance(p, Eqn):
         return equal(g, p.value)

@@ -119,6 +119,18 @@ def _pair(g: Expr, p: Expr, pt: dict[str, float]) -> tuple[complex, complex, boo
     return fa.z, fb.z, fa.cx or fb.cx, fa.e + fb.e
 
 
+def _relevant(e: Expr) -> None:
+    """Every name of ``e`` changes its value, or ``Unsure``: sympy cancels ``n - n`` and ``n/n``
+    as it builds the expression, so a name that changes nothing may be missing from its free
+    symbols, and those decide the renamed parameter and the sampling points."""
+    base = {n: 1.3 + 0.173 * k for k, n in enumerate(sorted(e.names))}  # generic, distinct
+    v0 = e.at(base)
+    for n in base:
+        v1 = e.at({**base, n: base[n] + 0.61})
+        if abs(v1.z - v0.z) <= 10 * (v0.e + v1.e) + 1e-9 * max(abs(v0.z), abs(v1.z)):
+            raise Unsure
+
+
 def expr_eq(g: Expr, p: Expr) -> bool:
     """``_numeric.scalar_eq`` without decorations: ``expr_eq``'s sampling, or, for two constants,
     ``_const_eq``'s comparison within 1e-9 (two rationals are compared exactly there: deferred)."""
@@ -128,6 +140,8 @@ def expr_eq(g: Expr, p: Expr) -> bool:
             return gq == pq  # two sympy Rationals: compared exactly
         if not (_IRRATIONAL.search(g.reading.code) or _IRRATIONAL.search(p.reading.code)):
             raise Unsure  # factorials, |x|: sympy may hold two rationals
+    _relevant(g)
+    _relevant(p)
     p = p.renamed(_rename(g.names, p.names))
     syms = sorted(g.names | p.names)
     const = not syms
