@@ -54,6 +54,10 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("f(n) = 2n + 1007", "f(m) = 2m + 1007", True),  # the bound variable renamed
     ("k = 2n - 1", "2n - 1", True),
     ("k = 2n - 1", "2n + 1", False),
+    ("1,2,3", "(x, y, z) = (1, 2, 3)", True),  # a tuple equation is compared through its value
+    ("(p,q)=(3,2)", "(3, 2)", True),
+    ("(p,q)=(3,2)", "(2, 3)", False),
+    ("(p,q)=(3,2)", "(a, b) = (3, 2)", False),  # two names that differ
     ("x = \\frac{\\pi}{6} + \\pi k", "\\frac{\\pi}{6}", False),  # putting the answer in for k leaves x
     ("y = 2x", "\\frac{y}{2}", None),  # the answer holds y: substituting it for x satisfies y = 2x
     ("1, 3", "1 \\text{ and } 3", True),  # a list written with words, as the full parser splits it

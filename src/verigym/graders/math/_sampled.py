@@ -220,11 +220,14 @@ def _equation(parts: list[str]) -> Eqn:
     """``_parse._parse_eq`` for ``name = value`` and constant sides: the value is the last part."""
     if len(parts) < 2 or not all(parts) or (len(parts) > 2 and not all(is_name(q) for q in parts[:-1])):
         raise Unsure  # "x = y = z = 1/2" names one value; other chains: the full check
+    if any(
+        (br := bracketed(q)) is not None and len(split_top(br[2], (",",))) > 1 for q in (parts[0], parts[-1])
+    ):
+        names = [q for q in parts[:-1] if is_name(q)]  # "(x, y) = (1, 2)": compared by its value only
+        return Eqn(re.sub(r"\s+", "", names[0]) if names else None, _item(parts[-1]), "tuple")
     named = is_name(parts[0])
     constant = not named and not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
-    if not (named or constant) or any(
-        (br := bracketed(p)) is not None and len(split_top(br[2], (",",))) > 1 for p in parts
-    ):
+    if not (named or constant):
         raise Unsure
     lhs = _read(parts[0]) if named else None
     kind = ""

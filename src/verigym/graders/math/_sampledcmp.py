@@ -35,7 +35,7 @@ class Seq:  # _values.Seq: a tuple or interval
 class Eqn:  # _values.Eqn with a name (or constant sides) and a value
     name: str | None
     value: Val
-    lhs: str = ""  # "y" for a plain symbol, "f" for a function application "f(x)", else ""
+    lhs: str = ""  # "y": a plain symbol; "f": a function application "f(x)"; "tuple": "(x, y) = ..."
 
 
 @dataclass(frozen=True)
@@ -155,12 +155,16 @@ def equal(g: Val, p: Val) -> bool:
                 return True
             if named and g.lhs == p.lhs == "f":
                 return False  # proportional sides and substitution need values of f: none
+            if "tuple" in (g.lhs, p.lhs):  # no sides to compare or solve: the values, if one is unnamed
+                return (g.name is None or p.name is None) and equal(g.value, p.value)
         elif equal(g.value, p):
             return True
         elif g.lhs == "y" and _no_substitution(g, p):
             return False
         elif g.lhs == "f" and isinstance(p, Expr):
             return False  # f(x) = rhs: no variable to solve for, and f has no values to sample
+        elif g.lhs == "tuple":
+            return False
         raise Unsure  # proportional sides, substitution: the full check's other readings
     if isinstance(p, Eqn):
         return equal(g, p.value)
