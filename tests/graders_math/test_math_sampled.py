@@ -57,7 +57,8 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("1,2,3", "(x, y, z) = (1, 2, 3)", True),  # a tuple equation is compared through its value
     ("(p,q)=(3,2)", "(3, 2)", True),
     ("(p,q)=(3,2)", "(2, 3)", False),
-    ("(p,q)=(3,2)", "(a, b) = (3, 2)", False),  # two names that differ
+    ("(p,q)=(3,2)", "(a, b) = (3, 2)", True),  # tuple names match by their shape there
+    ("(p,q)=(3,2)", "(a, b, c) = (3, 2)", False),
     ("x = \\frac{\\pi}{6} + \\pi k", "\\frac{\\pi}{6}", False),  # putting the answer in for k leaves x
     ("y = 2x", "\\frac{y}{2}", None),  # the answer holds y: substituting it for x satisfies y = 2x
     ("1, 3", "1 \\text{ and } 3", True),  # a list written with words, as the full parser splits it
