@@ -23,9 +23,10 @@ Strictness modes (per call, or per task via ``task.info["math_mode"]``): ``equiv
 reference rounded half up), ``with_units`` (the reference's unit, percent or degree sign is
 required). Speed: verdicts are cached by (gold, pred, mode, question); common answers (numbers,
 fractions, simple LaTeX, percent, units, lists, tuples, intervals, sets of those) are decided in
-this process by exact rational arithmetic (``_rational``, no sympy), and expressions in letters
-by sampling the own reader's code in floats with error bounds (``_sampled``, no sympy) wherever
-floats can vouch for the full check's verdict; the rest runs in a
+this process by exact rational arithmetic (``_rational``, no sympy), expressions in letters, sets,
+matrices and equations by sampling the own reader's code in floats with error bounds (``_sampled``,
+no sympy) wherever floats can vouch for the full check's verdict, and text answers by the full
+check's text rules (``_text``); the reference's extraction and readings are cached; the rest runs in a
 persistent worker process with a hard timeout; a timeout or internal crash is an *errored*
 verdict (``error`` set), never a rejection, and is not cached.
 """
