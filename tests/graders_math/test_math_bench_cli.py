@@ -51,8 +51,9 @@ def test_parallel_jobs_keep_line_order(tmp_path: Path) -> None:
 def test_errors_count_against_the_grader(tmp_path: Path) -> None:
     fam = load_family("math")
     boom = type(fam)("boom", lambda line: (_ for _ in ()).throw(RuntimeError("sandbox down")), ())
-    result = run_bench(boom, _suite(tmp_path, LINES))
-    assert len(result.errors) == 6 and result.fn_rate == 1.0 and result.fp_rate == 0.0
+    for jobs in (1, 2):  # a Family object (not a name) is checked in threads when jobs > 1
+        result = run_bench(boom, _suite(tmp_path, LINES), jobs=jobs)
+        assert len(result.errors) == 6 and result.fn_rate == 1.0 and result.fp_rate == 0.0
 
 
 @pytest.mark.parametrize(
