@@ -55,7 +55,11 @@ def verifier_bench(
     jobs: Annotated[
         int,
         typer.Option(
-            "--jobs", "-j", help="Lines checked at once (checks/s is then parallel throughput).", min=1
+            "--jobs",
+            "-j",
+            help="Lines checked at once, in that many processes, each warmed up before the clock "
+            "starts (checks/s is then parallel throughput).",
+            min=1,
         ),
     ] = 1,
 ) -> None:
