@@ -16,7 +16,7 @@ import sympy
 
 from verigym.graders.math._numeric import PARAMS, close, expr_eq, num, point_value, points, sample, scalar_eq
 from verigym.graders.math._prose import prose_sign, prose_value, says
-from verigym.graders.math._rules import flat, interval_kinds_differ, multiset_eq
+from verigym.graders.math._rules import flat, multiset_eq, seq_eq
 from verigym.graders.math._values import (
     Eqn,
     Group,
@@ -256,12 +256,9 @@ def equal(g: Value, p: Value) -> bool:
     if isinstance(g, Group) and isinstance(p, Group):
         return multiset_eq(g.items, p.items, equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
-        if len(g.items) != len(p.items):
-            return False
-        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
-            return False
-        if all(equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
-            return True
+        same = seq_eq(g, p, equal)
+        if same is not None:
+            return same
         renamed = _rename_parameter(g, p)
         return renamed is not None and all(equal(a, b) for a, b in zip(g.items, renamed.items, strict=True))
     if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):

@@ -26,10 +26,10 @@ from verigym.graders.math._rules import (
     Answers,
     bracketed,
     flat,
-    interval_kinds_differ,
     multiset_eq,
     prepare,
     readings_prefix,
+    seq_eq,
     strip_answer,
 )
 
@@ -351,11 +351,7 @@ def _equal(g: Val, p: Val) -> bool:
     if isinstance(g, Group) and isinstance(p, Group):
         return multiset_eq(g.items, p.items, _equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
-        if len(g.items) != len(p.items):
-            return False
-        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
-            return False
-        return all(_equal(a, b) for a, b in zip(g.items, p.items, strict=True))
+        return bool(seq_eq(g, p, _equal))
     if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
         return len(g.items) == len(p.items) and all(
             _equal(a, b) for a, b in zip(g.items, p.items, strict=True)

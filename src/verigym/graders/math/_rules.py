@@ -5,8 +5,8 @@
 * ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
 * ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
-* ``flat``, ``multiset_eq``, ``interval_kinds_differ``: how lists, tuples and intervals compare,
-  for any item equality;
+* ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``: how lists, tuples and
+  intervals compare, for any item equality;
 * ``decimal_match``: when a decimal stands for a value (rounded with enough significant digits,
   or a reference truncated), given each path's own exact ``rounds`` / ``truncates`` tests.
 """
@@ -17,7 +17,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from verigym.graders.math._extract import extract, in_question
 from verigym.graders.math._norm import clean, repair
@@ -42,6 +42,7 @@ __all__ = [
     "norm_text",
     "prepare",
     "readings_prefix",
+    "seq_eq",
     "squash",
     "strip_answer",
 ]
@@ -169,6 +170,25 @@ def interval_kinds_differ(g_open: str, g_close: str, p_open: str, p_close: str, 
     """Two-item brackets read as intervals: open and closed ends must agree."""
     kinds = {g_open + g_close, p_open + p_close}
     return n == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1
+
+
+class _Seq(Protocol):
+    @property
+    def open(self) -> str: ...
+    @property
+    def close(self) -> str: ...
+    @property
+    def items(self) -> Sequence[Any]: ...
+
+
+def seq_eq(g: _Seq, p: _Seq, eq: Callable[[Any, Any], bool]) -> bool | None:
+    """Tuples and intervals item by item: False when the sizes or an interval's ends differ, True
+    when every item agrees, None when some item does not (each path then tries its own readings)."""
+    if len(g.items) != len(p.items):
+        return False
+    if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
+        return False
+    return True if all(eq(a, b) for a, b in zip(g.items, p.items, strict=True)) else None
 
 
 @dataclass(frozen=True)

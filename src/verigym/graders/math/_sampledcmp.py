@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from verigym.graders.math._bounded import Unsure
 from verigym.graders.math._intervals import End, Piece, interval, pieces_eq, point, union
 from verigym.graders.math._reader import read
-from verigym.graders.math._rules import flat, interval_kinds_differ, multiset_eq
+from verigym.graders.math._rules import flat, multiset_eq, seq_eq
 from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
 
 __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
@@ -173,15 +173,10 @@ def equal(g: Val, p: Val) -> bool:
     if isinstance(g, Group) and isinstance(p, Group):
         return multiset_eq(g.items, p.items, equal)
     if isinstance(g, Seq) and isinstance(p, Seq):
-        if len(g.items) != len(p.items):
-            return False
-        if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
-            return False
-        if all(equal(a, b) for a, b in zip(g.items, p.items, strict=True)):
-            return True
-        if any(isinstance(i, Expr) and i.names for i in g.items + p.items):
+        same = seq_eq(g, p, equal)
+        if same is None and any(isinstance(i, Expr) and i.names for i in g.items + p.items):
             raise Unsure  # a renamed parameter across the tuple (_compare._rename_parameter)
-        return False
+        return bool(same)
     if isinstance(g, Seq | Group) and isinstance(p, Seq | Group):
         return len(g.items) == len(p.items) and all(
             equal(a, b) for a, b in zip(g.items, p.items, strict=True)
