@@ -22,13 +22,11 @@ import gc
 import hashlib
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, NamedTuple, TypeVar
-
-from pydantic import BaseModel
+from typing import NamedTuple
 
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
-from verigym.types import ErrorInfo, Record, Sampling, Score, Task, Trajectory
+from verigym.types import ErrorInfo, Record, Sampling, Score, Task, Trajectory, _trusted
 
 __all__ = ["Scored", "record_error", "rollout_group", "run_rollouts", "sample_seed", "tuned_gc"]
 
@@ -71,22 +69,6 @@ def tuned_gc(young: int = 10_000) -> Iterator[None]:
     finally:
         gc.set_threshold(*old)
         gc.unfreeze()
-
-
-_set = object.__setattr__
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """A model from values this module already holds as the right types (every field given): what
-    ``model_construct`` does, without its per-field Python loop. Validation would only re-check
-    our own objects; the record written is the same (``tests/eval/test_eval_log_format.py``)."""
-    model = cls.__new__(cls)
-    _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", set(values))
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model
 
 
 _RECORD_FIELDS = (

@@ -42,7 +42,7 @@ from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies._lora import AS_IS as _AS_IS
 from verigym.policies._lora import AdapterMixin
 from verigym.policies.base import PolicyError
-from verigym.types import Completion, Message, Sampling, Usage
+from verigym.types import Completion, Message, Sampling, Usage, _trusted
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
 
@@ -282,19 +282,26 @@ class LocalPolicy(AdapterMixin):
             if calls and result.finish == "eos":
                 finish = "tool_calls"
         text = strip_markers(text, self.markers)
-        return Completion(
-            text=text,
-            tool_calls=calls,
-            finish_reason=finish,
-            prompt_token_ids=tuple(spec.prompt_ids),
-            completion_token_ids=tuple(result.token_ids),
-            logprobs=tuple(result.logprobs),
-            top_logprobs=tuple(result.top_logprobs) if spec.top_logprobs else None,
-            token_ids_exact=True,
-            usage=Usage(prompt_tokens=len(spec.prompt_ids), completion_tokens=len(result.token_ids)),
-            model=self.active_adapter or self.name,
-            policy_version=self.version if version is None else version,
-        )
+        n_prompt, n_out = len(spec.prompt_ids), len(result.token_ids)
+        values: dict[str, Any] = {
+            "text": text,
+            "tool_calls": calls,
+            "finish_reason": finish,
+            "prompt_token_ids": tuple(spec.prompt_ids),
+            "completion_token_ids": tuple(result.token_ids),
+            "logprobs": tuple(result.logprobs),
+            "top_logprobs": tuple(result.top_logprobs) if spec.top_logprobs else None,
+            "token_ids_exact": True,
+            "usage": _trusted(Usage, {"prompt_tokens": n_prompt, "completion_tokens": n_out}),
+            "model": self.active_adapter or self.name,
+            "policy_version": self.version if version is None else version,
+            "malformed": (),
+        }
+        if calls or spec.top_logprobs:
+            return Completion(**values)
+        # The RL hot path: every value is already its field's type (str, tuples of the sampler's
+        # ints and floats), so validating would only copy them (~5 µs of a ~10 µs call).
+        return _trusted(Completion, values)
 
     def generate(
         self,

@@ -147,13 +147,16 @@ def assign_advantages(
         adv = A.lead_difficulty_weights(adv, groups, correct)
 
     rows: list[Row] = []
-    for i, s in enumerate(samples):
+    adv_values = adv.tolist()  # one conversion, not a tensor index per sample; the same floats
+    masked = truncated.tolist() if rl.truncation == "mask" else [False] * len(samples)
+    for s, a, cut in zip(samples, adv_values, masked, strict=True):
+        variant = s.variant
         for r in s.rows:
-            r.advantage = float(adv[i])
-            if rl.truncation == "mask" and bool(truncated[i]):
+            r.advantage = float(a)
+            if cut:
                 r.mask = [0] * len(r.mask)
-            if s.variant is not None:
-                r.meta["variant"] = s.variant
+            if variant is not None:
+                r.meta["variant"] = variant
             rows.append(r)
     return rows, _metrics(samples, envs, reward, rubric_r, grades, names, lengths, truncated, adv)
 

@@ -9,6 +9,7 @@ as ``logprob_diff``). Only rows without sampling logprobs get a no-grad forward 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,35 @@ from verigym.train import losses as L
 from verigym.train.config import RLConfig
 from verigym.train.samples import Batch, Row, collate
 
-__all__ = ["UpdateState", "forward_logprobs", "policy_update"]
+__all__ = ["UpdateState", "forward_logprobs", "policy_update", "set_training"]
+
+_MODULE_TRAIN = torch.nn.Module.train
+
+
+def _hf_train() -> Any:
+    try:
+        from transformers import PreTrainedModel
+    except ImportError:  # pragma: no cover  # transformers is a dependency
+        return None
+    return PreTrainedModel.train
+
+
+_HF_TRAIN = _hf_train()
+
+
+def set_training(model: Any, mode: bool) -> None:
+    """``model.train(mode)``: the same flag on every module, without ``Module.train``'s recursion
+    through ``Module.__setattr__`` (~250 µs for the tiny model, paid at every step's update start and
+    end; this ~75 µs). Any module whose class overrides ``train`` (other than transformers' own, which
+    only adds a kernel refresh when ``use_kernels`` is on) gets the ordinary call."""
+    mods = list(model.modules())
+    for m in mods:
+        fn = type(m).train
+        if fn is not _MODULE_TRAIN and not (fn is _HF_TRAIN and not getattr(m, "use_kernels", True)):
+            model.train(mode)
+            return
+    for m in mods:
+        m.__dict__["training"] = mode
 
 
 @dataclass
@@ -87,8 +116,29 @@ class Forward:
 
 
 def _prefix_len(row: Row) -> int:
-    first = next((i for i, m in enumerate(row.mask) if m), len(row.ids) - 1)
+    try:
+        first = row.mask.index(1)  # the first model token (masks hold 0/1)
+    except ValueError:
+        first = next((i for i, m in enumerate(row.mask) if m), len(row.ids) - 1)
     return max(1, min(first, len(row.ids) - 1))
+
+
+_KEEPS_LOGITS: dict[type, bool] = {}
+
+
+def _keeps_logits(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs): the prompt
+    forward then projects only its last position to the vocabulary (bitwise the same logprobs and
+    gradients; the other positions' logits were computed and dropped)."""
+    cls = type(model)
+    hit = _KEEPS_LOGITS.get(cls)
+    if hit is None:
+        try:
+            hit = "logits_to_keep" in inspect.signature(cls.forward).parameters
+        except (TypeError, ValueError, AttributeError):
+            hit = False
+        _KEEPS_LOGITS[cls] = hit
+    return hit
 
 
 def forward_rows(
@@ -126,6 +176,7 @@ def forward_rows(
         attention_mask=pmask.to(device),
         position_ids=ppos.to(device),
         use_cache=True,
+        **({"logits_to_keep": 1} if _keeps_logits(model) else {}),  # only the last is used
     )
     cache = out.past_key_values
     idx = torch.tensor(which, dtype=torch.long, device=device)
@@ -157,7 +208,7 @@ def forward_rows(
         torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
         starts,
     )
-    fwd.mask = fwd.align([[float(m) for m in r.mask] for r in rows])
+    fwd.mask = fwd.align([r.mask for r in rows])  # 0/1 ints: the same float32 values
     fwd.old = fwd.align([r.logprobs or [] for r in rows])
     return fwd
 
@@ -229,8 +280,9 @@ def policy_update(
     """
     dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
     net = model if dist is None else dist.module(model)  # fsdp: the update trains a sharded copy
-    model.train()
-    net.train()
+    set_training(model, True)
+    if net is not model:
+        set_training(net, True)
     if any(r.logprobs is None for r in rows):
         _fill_logprobs(model, [r for r in rows if r.logprobs is None], pad_id, temperature, micro_rows, "old")
     if cfg.kl_beta > 0:
@@ -345,5 +397,5 @@ def policy_update(
     if state.entropy is not None:
         state.last_nll = out["nll"]
         state.entropy.update(out["nll"])
-    model.eval()
+    set_training(model, False)
     return out
