@@ -242,7 +242,9 @@ def run_bench(
     ``mode`` is given to lines that do not set their own ``mode``. ``jobs`` > 1 checks that many
     lines at once (checks/s is then the parallel throughput): in that many processes when the
     family is given by name (a grader's in-process fast path holds the GIL, so threads would not
-    scale), each warmed up before the clock starts; in threads for a ``Family`` object.
+    scale), each warmed up before the clock starts (so a script that calls it with jobs > 1 needs
+    the ``if __name__ == "__main__":`` guard of spawned processes); in threads for a ``Family``
+    object.
     ``progress(done, total)`` is called after each line. Raises ``BenchError`` for bad input.
     """
     if jobs < 1:
@@ -269,7 +271,8 @@ def run_bench(
         with ctx.Pool(jobs, initializer=_start_child, initargs=(str(family), ready)) as children:
             ready.wait()  # every child has imported and warmed its family: the clock starts now
             start = time.perf_counter()
-            collect(children.imap(_child_line, lines, chunksize=4))
+            chunk = max(1, len(lines) // (16 * jobs))  # few round trips, still balanced at the end
+            collect(children.imap(_child_line, lines, chunksize=chunk))
             result.wall_s = time.perf_counter() - start
         return result
     start = time.perf_counter()
