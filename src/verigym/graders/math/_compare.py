@@ -16,7 +16,7 @@ import sympy
 
 from verigym.graders.math._numeric import PARAMS, close, expr_eq, num, point_value, points, sample, scalar_eq
 from verigym.graders.math._prose import prose_sign, prose_value, says
-from verigym.graders.math._rules import flat, multiset_eq, seq_eq
+from verigym.graders.math._rules import flat, matrix_eq, multiset_eq, seq_eq
 from verigym.graders.math._values import (
     Eqn,
     Group,
@@ -355,16 +355,4 @@ def _text_of(v: Value) -> str | None:
 
 
 def _mat_eq(g: Value, p: Value) -> bool:
-    def cells(v: Value) -> tuple[tuple[int, int], list[Value]] | None:
-        if isinstance(v, Mat):
-            return (len(v.rows), len(v.rows[0]) if v.rows else 0), [c for r in v.rows for c in r]
-        if isinstance(v, Seq):
-            return (len(v.items), 1), list(v.items)
-        return None
-
-    a, b = cells(g), cells(p)
-    if a is None or b is None or len(a[1]) != len(b[1]):
-        return False
-    if a[0] != b[0] and 1 not in a[0] + b[0]:
-        return False
-    return all(equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+    return matrix_eq(g, p, equal, Mat, Seq)

@@ -5,8 +5,8 @@
 * ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
 * ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
-* ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``: how lists, tuples and
-  intervals compare, for any item equality;
+* ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``, ``matrix_eq``: how lists,
+  tuples, intervals and matrices compare, for any item equality;
 * ``decimal_match``: when a decimal stands for a value (rounded with enough significant digits,
   or a reference truncated), given each path's own exact ``rounds`` / ``truncates`` tests.
 """
@@ -38,6 +38,7 @@ __all__ = [
     "is_name",
     "is_text",
     "is_word",
+    "matrix_eq",
     "multiset_eq",
     "norm_text",
     "prepare",
@@ -170,6 +171,24 @@ def interval_kinds_differ(g_open: str, g_close: str, p_open: str, p_close: str, 
     """Two-item brackets read as intervals: open and closed ends must agree."""
     kinds = {g_open + g_close, p_open + p_close}
     return n == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1
+
+
+def matrix_eq(g: Any, p: Any, eq: Callable[[Any, Any], bool], mat: type[Any], seq: type[Any]) -> bool:
+    """Matrices (``mat``, with ``rows``) entry by entry, a tuple (``seq``) read as a column: the
+    entry counts must agree, and the shapes too unless either has a dimension of 1."""
+
+    def cells(v: Any) -> tuple[tuple[int, int], list[Any]] | None:
+        if isinstance(v, mat):
+            rows = v.rows
+            return (len(rows), len(rows[0]) if rows else 0), [c for r in rows for c in r]
+        if isinstance(v, seq):
+            return (len(v.items), 1), list(v.items)
+        return None
+
+    a, b = cells(g), cells(p)
+    if a is None or b is None or len(a[1]) != len(b[1]) or (a[0] != b[0] and 1 not in a[0] + b[0]):
+        return False
+    return all(eq(x, y) for x, y in zip(a[1], b[1], strict=True))
 
 
 class _Seq(Protocol):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from verigym.graders.math._bounded import Unsure
 from verigym.graders.math._intervals import End, Piece, interval, pieces_eq, point, union
 from verigym.graders.math._reader import read
-from verigym.graders.math._rules import flat, multiset_eq, seq_eq
+from verigym.graders.math._rules import flat, matrix_eq, multiset_eq, seq_eq
 from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
 
 __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
@@ -54,15 +54,6 @@ class Mat:  # _values.Mat: a matrix literal, entry by entry
 
 
 Val = Expr | Group | Seq | Eqn | Inf | SetOf | Mat
-
-
-def _cells(v: Val) -> tuple[tuple[int, int], list[Val]] | None:
-    """``_compare._mat_eq``'s shape and entries: a matrix, or a tuple as a column."""
-    if isinstance(v, Mat):
-        return (len(v.rows), len(v.rows[0]) if v.rows else 0), [c for r in v.rows for c in r]
-    if isinstance(v, Seq):
-        return (len(v.items), 1), list(v.items)
-    return None
 
 
 def _end(v: Val, lo: bool) -> End | None:
@@ -182,10 +173,7 @@ def equal(g: Val, p: Val) -> bool:
             equal(a, b) for a, b in zip(g.items, p.items, strict=True)
         )
     if isinstance(g, Mat) or isinstance(p, Mat):
-        a, b = _cells(g), _cells(p)
-        if a is None or b is None or len(a[1]) != len(b[1]) or (a[0] != b[0] and 1 not in a[0] + b[0]):
-            return False
-        return all(equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+        return matrix_eq(g, p, equal, Mat, Seq)
     if (isinstance(g, Seq | Group) and isinstance(p, Expr | Inf)) or (
         isinstance(p, Seq | Group) and isinstance(g, Expr | Inf)
     ):
