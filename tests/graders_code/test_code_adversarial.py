@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from verigym.graders.bench import run_bench
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "code_adversarial.jsonl"
@@ -56,10 +58,11 @@ def test_malformed_code_suite_lines_exit_2_naming_file_and_line(tmp_path: Path) 
         assert f"{suite}:2" in out.stderr and why in out.stderr, out.stderr
 
 
-def test_without_bubblewrap_one_line_says_how_to_install_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])  # 2: the error is raised in the bench processes
+def test_without_bubblewrap_one_line_says_how_to_install_it(tmp_path: Path, jobs: str) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
-    out = _cli(["--suite", str(SUITE)], env={**os.environ, "PATH": str(empty)})
+    out = _cli(["--suite", str(SUITE), "--jobs", jobs], env={**os.environ, "PATH": str(empty)})
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "apt-get install bubblewrap" in lines[0], out.stderr

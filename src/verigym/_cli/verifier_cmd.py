@@ -68,13 +68,13 @@ def verifier_bench(
     from verigym.graders.sandbox import SandboxUnavailable
 
     try:
-        family = load_family(grader)
+        load_family(grader)  # an unknown or broken family fails here, in one line
         if mode is not None and grader == "math":
             from verigym.graders.math._mode import parse_mode
 
             parse_mode(mode)
         if as_json:
-            result = run_bench(family, suite, mode=mode, jobs=jobs)
+            result = run_bench(grader, suite, mode=mode, jobs=jobs)  # by name: --jobs runs processes
         else:
             with Progress(
                 TextColumn(f"[bold]{grader}[/] on {suite.name}"),
@@ -86,7 +86,7 @@ def verifier_bench(
             ) as bar:
                 task = bar.add_task("checks", total=None)
                 result = run_bench(
-                    family,
+                    grader,
                     suite,
                     mode=mode,
                     jobs=jobs,

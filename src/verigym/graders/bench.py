@@ -22,6 +22,7 @@ import importlib
 import inspect
 import json
 import multiprocessing
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -269,7 +270,10 @@ def run_bench(
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs threads
         ready = ctx.Barrier(jobs + 1)
         with ctx.Pool(jobs, initializer=_start_child, initargs=(str(family), ready)) as children:
-            ready.wait()  # every child has imported and warmed its family: the clock starts now
+            try:  # every child has imported and warmed its family: the clock starts now
+                ready.wait(timeout=_CHILD_START_S)
+            except threading.BrokenBarrierError:
+                raise BenchError(f"{jobs} bench processes did not start within {_CHILD_START_S:g}s") from None
             start = time.perf_counter()
             chunk = max(1, len(lines) // (16 * jobs))  # few round trips, still balanced at the end
             collect(children.imap(_child_line, lines, chunksize=chunk))
@@ -302,15 +306,22 @@ def _line(fam: Family, item: tuple[dict[str, Any], bool]) -> LineOutcome:
     return LineOutcome(str(line["id"]), label, accepted, error)
 
 
-_CHILD_FAMILY: list[Family] = []  # the family a bench child process checks lines with
+_CHILD_START_S = 300.0
+_CHILD: dict[str, Any] = {}  # a bench child's family, or the error its start-up raised
 
 
 def _start_child(name: str, ready: Any) -> None:
-    fam = load_family(name)
-    _warm(fam, 1)
-    _CHILD_FAMILY.append(fam)
-    ready.wait()
+    try:
+        fam = load_family(name)
+        _warm(fam, 1)
+        _CHILD["family"] = fam
+    except Exception as exc:  # raised again on the first line, so the caller sees it as in one process
+        _CHILD["error"] = exc
+    finally:
+        ready.wait()
 
 
 def _child_line(item: tuple[dict[str, Any], bool]) -> LineOutcome:
-    return _line(_CHILD_FAMILY[0], item)
+    if "error" in _CHILD:
+        raise _CHILD["error"]
+    return _line(_CHILD["family"], item)
