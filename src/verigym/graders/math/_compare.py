@@ -266,7 +266,7 @@ def equal(g: Value, p: Value) -> bool:
             equal(a, b) for a, b in zip(g.items, p.items, strict=True)
         )
     if isinstance(g, Mat) or isinstance(p, Mat):
-        return _mat_eq(g, p)
+        return matrix_eq(g, p, equal, Mat, Seq)
     if isinstance(g, Rel) and isinstance(p, Seq | Group) and _order_eq(g, p):
         return True
     gs, ps = _as_set(g), _as_set(p)
@@ -352,7 +352,3 @@ def _text_of(v: Value) -> str | None:
     if isinstance(v, Scalar):
         return "".join(ch for ch in v.raw.lower() if ch.isalnum() or ch == " ").strip()
     return None
-
-
-def _mat_eq(g: Value, p: Value) -> bool:
-    return matrix_eq(g, p, equal, Mat, Seq)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
-from verigym.graders.math._rules import Written, decimal_match
+from verigym.graders.math._rules import Written, decimal_match, digits
 
 __all__ = ["Defer", "Num", "literal", "scalar_eq"]
 
@@ -32,8 +32,7 @@ class Num:
 def literal(raw: str, percent: bool = False) -> Num:
     body = raw.lstrip("+-")
     value = Fraction(body) if body not in (".", "") else Fraction(0)
-    places = len(body.split(".")[1]) if "." in body else None
-    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
+    places, sig = digits(raw)
     return Num(-value if raw.startswith("-") else value, places, sig, percent)
 
 

@@ -23,6 +23,7 @@ from verigym.graders.math._exactnum import Defer as _Defer
 from verigym.graders.math._exactnum import Num, literal, scalar_eq
 from verigym.graders.math._norm import split_decor, split_top
 from verigym.graders.math._rules import (
+    NUM_RE,
     Answers,
     bracketed,
     flat,
@@ -37,7 +38,6 @@ __all__ = ["clear_fast_caches", "fast_check", "fast_decide"]
 
 _MAX_PRED = 4000  # longer texts are extracted in a worker, under the hard timeout
 _MAX_BITS = 4096
-_NUM_RE = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")  # _values.NUM_RE
 _DEFER = re.compile(
     r"[;|!]|\\(?:ne|pm|mp|approx|cup|cap|setminus|begin|circ|in|sim|equiv|to|ldots|mid)(?![a-zA-Z])"
     r"|\band\b|\bor\b|\^\s*\\circ|\\text\s*\{\s*(?:and|or|,)"
@@ -199,7 +199,7 @@ def _exact_sqrt(v: Fraction) -> Fraction:
 
 
 def _number(core: str, percent: bool) -> Num:
-    if _NUM_RE.match(core):
+    if NUM_RE.match(core):
         return literal(core, percent)
     stripped = core.strip()
     m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)

@@ -7,6 +7,7 @@
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
 * ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``, ``matrix_eq``: how lists,
   tuples, intervals and matrices compare, for any item equality;
+* ``digits``: the decimal places and significant digits of a number literal as written;
 * ``decimal_match``: when a decimal stands for a value (rounded with enough significant digits,
   or a reference truncated), given each path's own exact ``rounds`` / ``truncates`` tests.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "bracketed",
     "clear_rule_caches",
     "decimal_match",
+    "digits",
     "expand_pm",
     "flat",
     "interval_kinds_differ",
@@ -208,6 +210,15 @@ def seq_eq(g: _Seq, p: _Seq, eq: Callable[[Any, Any], bool]) -> bool | None:
     if interval_kinds_differ(g.open, g.close, p.open, p.close, len(g.items)):
         return False
     return True if all(eq(a, b) for a, b in zip(g.items, p.items, strict=True)) else None
+
+
+def digits(raw: str) -> tuple[int | None, int]:
+    """Decimal places and significant digits of a number literal as written (``"-0.050"``:
+    3 and 2); no decimal point: (None, 0)."""
+    body = raw.lstrip("+-")
+    if "." not in body:
+        return None, 0
+    return len(body.split(".")[1]), len(body.replace(".", "").lstrip("0"))
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from verigym.graders.math._rules import (
     NUM_RE,
     Answers,
     bracketed,
+    digits,
     expand_pm,
     flat,
     is_name,
@@ -142,9 +143,9 @@ def _item(s: str) -> Val:
     if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
         raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
     dec = None
-    if NUM_RE.match(core) and "." in core:  # a decimal literal: _values.decimal_scalar
-        body = core.lstrip("+-")
-        dec = (len(body.split(".")[1]), len(body.replace(".", "").lstrip("0")))
+    if NUM_RE.match(core):  # a decimal literal: _values.decimal_scalar
+        places, sig = digits(core)
+        dec = None if places is None else (places, sig)
     return Expr(reading, compiled(reading.code), deg=deg, dec=dec)
 
 

@@ -22,6 +22,7 @@ from latex2sympy2_extended.math_normalization import NormalizationConfig
 
 from verigym.graders.math._fast import fast_sympy
 from verigym.graders.math._norm import Decor
+from verigym.graders.math._rules import digits
 
 __all__ = [
     "Eqn", "Group", "Mat", "ParseError", "Rel", "Scalar", "Seq", "SetV", "Text", "Value",
@@ -106,8 +107,7 @@ def decimal_scalar(raw: str) -> Scalar:
     body = raw.lstrip("+-")
     frac = Fraction(body) if body not in (".", "") else Fraction(0)
     value = sympy.Rational(frac.numerator, frac.denominator) * (-1 if raw.startswith("-") else 1)
-    places = len(body.split(".")[1]) if "." in body else None
-    sig = len(body.replace(".", "").lstrip("0")) if places is not None else 0
+    places, sig = digits(raw)
     return Scalar(value, raw, places, sig)
 
 
