@@ -44,7 +44,7 @@ from verigym.graders.math._extract import extract, strip_math_delims
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import repair
 from verigym.graders.math._rational import clear_fast_caches, fast_decide
-from verigym.graders.math._rules import Answers, clear_rule_caches, prepare
+from verigym.graders.math._rules import Answers, clear_rule_caches, fast_answers
 from verigym.graders.math._sampled import clear_sampled_caches, sampled_decide
 from verigym.graders.math._text import text_decide
 from verigym.graders.math._worker import CheckCrashed, CheckTimeout, default_pool
@@ -127,16 +127,10 @@ def _digest(s: str | None) -> str | bytes:
     return hashlib.blake2b(s.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-_MAX_FAST = 4000  # longer texts are extracted in a worker, under the hard timeout
-
-
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
     """The exact path, then the float path, then the text path, on answers extracted once."""
-    gold, pred, mode, question = args
-    if mode.strip() != "equivalent" or len(pred) > _MAX_FAST or len(gold) > _MAX_FAST:
-        return None
     try:
-        ans = prepare(gold, pred, question)
+        ans = fast_answers(*args)
         if not isinstance(ans, Answers):
             return ans
         hit = fast_decide(ans)

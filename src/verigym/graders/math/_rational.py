@@ -26,9 +26,9 @@ from verigym.graders.math._rules import (
     NUM_RE,
     Answers,
     bracketed,
+    fast_answers,
     flat,
     multiset_eq,
-    prepare,
     readings_prefix,
     seq_eq,
     strip_answer,
@@ -36,7 +36,6 @@ from verigym.graders.math._rules import (
 
 __all__ = ["clear_fast_caches", "fast_check", "fast_decide"]
 
-_MAX_PRED = 4000  # longer texts are extracted in a worker, under the hard timeout
 _MAX_BITS = 4096
 _DEFER = re.compile(
     r"[;|!]|\\(?:ne|pm|mp|approx|cup|cap|setminus|begin|circ|in|sim|equiv|to|ldots|mid)(?![a-zA-Z])"
@@ -363,9 +362,7 @@ def fast_check(
     gold: str, pred: str, mode: str = "equivalent", question: str | None = None
 ) -> tuple[bool, str, str | None] | None:
     """``_check.check``'s verdict when the fast path can decide it, else None."""
-    if mode.strip() != "equivalent" or len(pred) > _MAX_PRED or len(gold) > _MAX_PRED:
-        return None
-    ans = prepare(gold, pred, question)
+    ans = fast_answers(gold, pred, mode, question)
     return fast_decide(ans) if isinstance(ans, Answers) else ans
 
 

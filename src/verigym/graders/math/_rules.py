@@ -3,6 +3,7 @@
 ``_numeric``), so the two cannot drift apart.
 
 * ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
+  ``fast_answers``: the same, for the in-process paths (None where they may not decide);
 * ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
 * ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``, ``matrix_eq``: how lists,
@@ -25,6 +26,7 @@ from verigym.graders.math._norm import clean, repair
 
 __all__ = [
     "MATRIX",
+    "MAX_FAST",
     "NUM_RE",
     "THOUSANDS",
     "Answers",
@@ -35,6 +37,7 @@ __all__ = [
     "decimal_match",
     "digits",
     "expand_pm",
+    "fast_answers",
     "flat",
     "interval_kinds_differ",
     "is_name",
@@ -70,6 +73,17 @@ class Answers:
     answer: str
     how: str  # how the answer was found ("boxed", "anchor", "bare", "last")
     boxes: int  # distinct boxed answers (more than one: a hedge unless the reference is a set)
+
+
+MAX_FAST = 4000  # longer texts are extracted in a worker, under the hard timeout
+
+
+def fast_answers(gold: str, pred: str, mode: str, question: str | None) -> Answers | Verdict | None:
+    """``prepare`` for the in-process paths: None when they may not decide (a mode other than
+    ``equivalent``, or a text too long to extract outside the worker's timeout)."""
+    if mode.strip() != "equivalent" or len(pred) > MAX_FAST or len(gold) > MAX_FAST:
+        return None
+    return prepare(gold, pred, question)
 
 
 def prepare(gold: str, pred: str, question: str | None) -> Answers | Verdict:
