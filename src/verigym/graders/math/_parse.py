@@ -16,16 +16,20 @@ import sympy
 
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._rules import (
+    IN_PREFIX,
     MATRIX,
     NUM_RE,
+    approx_side,
     bracketed,
     expand_pm,
     is_name,
     is_text,
     is_word,
+    list_words,
     norm_text,
     readings_prefix,
     strip_answer,
+    strip_item,
 )
 from verigym.graders.math._values import (
     Eqn,
@@ -66,10 +70,7 @@ def parse(s: str) -> tuple[Value, ...]:
 
 
 def _parse_list(s: str) -> Value:
-    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
-    # "7 \text{ goats and } 4 \text{ toys}", "\text{line segment and circle}": "and" inside text lists.
-    s = re.sub(r"\\text\{([^{}]*?)\s+and\s+([^{}]*)\}", r"\\text{\1} and \\text{\2}", s)
-    s = re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
+    s = list_words(s)
     groups = [g for g in split_top(s, (";",)) if g]
     if len(groups) > 1 and any(len(split_top(g, (",",))) > 1 for g in groups):
         return Group(tuple(_parse_list(g) for g in groups))
@@ -85,8 +86,7 @@ def _top_has(s: str, *seps: str) -> bool:
 
 
 def _parse_item(s: str) -> Value:
-    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())  # "(-1/2, \\sqrt{2}.]": a stray period
-    s = re.sub(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", "", s)  # "Sequence 1: ..." / "Paolo: 18"
+    s = strip_item(s)
     if re.fullmatch(r"\d{1,2}:\d{2}", s):
         return Text(s)  # a time of day, not a ratio
     if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{"):  # a set literal expands item by item
@@ -94,10 +94,8 @@ def _parse_item(s: str) -> Value:
         if len(variants) > 1:
             return Group(tuple(_parse_item(v) for v in variants), pm=True)
     if _top_has(s, "\\approx"):
-        parts = split_top(s, ("\\approx",))
-        # "x = 1/3 \approx 0.33" -> the exact value; "x \approx 11" -> the approximation
-        s = parts[0] if _top_has(parts[0], "=") or not is_name(parts[0]) else parts[-1]
-    s = re.sub(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*", "", s)
+        s = approx_side(split_top(s, ("\\approx",)))
+    s = IN_PREFIX.sub("", s)
     if _top_has(s, "="):
         return _parse_eq(s)
     if _top_has(s, *_REL_OPS) and not s.startswith("\\{"):

@@ -5,6 +5,8 @@
 * ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
   ``fast_answers``: the same, for the in-process paths (None where they may not decide);
 * ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
+* ``list_words``, ``strip_item``, ``approx_side``, ``IN_PREFIX``: how an answer's list is split
+  and what of each item is read;
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
 * ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``, ``matrix_eq``: how lists,
   tuples, intervals and matrices compare, for any item equality;
@@ -22,15 +24,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from verigym.graders.math._extract import extract, in_question
-from verigym.graders.math._norm import clean, repair
+from verigym.graders.math._norm import clean, repair, split_top
 
 __all__ = [
+    "IN_PREFIX",
+    "LABEL",
     "MATRIX",
     "MAX_FAST",
     "NUM_RE",
+    "STRAY_PERIOD",
     "THOUSANDS",
     "Answers",
     "Written",
+    "approx_side",
     "balanced",
     "bracketed",
     "clear_rule_caches",
@@ -43,6 +49,7 @@ __all__ = [
     "is_name",
     "is_text",
     "is_word",
+    "list_words",
     "matrix_eq",
     "multiset_eq",
     "norm_text",
@@ -51,6 +58,7 @@ __all__ = [
     "seq_eq",
     "squash",
     "strip_answer",
+    "strip_item",
 ]
 
 T = TypeVar("T")
@@ -113,6 +121,33 @@ def clear_rule_caches() -> None:
     """Forget the cached reference answers and cleaned strings (``_grader.clear_caches``)."""
     _gold_answer.cache_clear()
     strip_answer.cache_clear()
+
+
+STRAY_PERIOD = re.compile(r"(?<=[})a-zA-Z])\s*\.$")  # "(-1/2, \sqrt{2}.]"
+LABEL = re.compile(r"[A-Za-z]+(?:\s+\d+)?\s*:\s+")  # "Sequence 1: ...", "Paolo: 18" (at the start)
+IN_PREFIX = re.compile(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*")  # "a \in (1, 2)"
+
+
+def list_words(s: str) -> str:
+    r"""The list rewrites before an answer is split into items: ``\text{and}``, "and" inside a
+    ``\text{...}`` ("7 \text{ goats and } 4 \text{ toys}") and ``(..) or (..)`` as separators."""
+    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
+    s = re.sub(r"\\text\{([^{}]*?)\s+and\s+([^{}]*)\}", r"\\text{\1} and \\text{\2}", s)
+    return re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
+
+
+def strip_item(s: str) -> str:
+    """One item without a stray final period or a leading label."""
+    s = STRAY_PERIOD.sub("", s.strip())
+    label = LABEL.match(s)
+    return s[label.end() :] if label else s
+
+
+def approx_side(parts: Sequence[str]) -> str:
+    r"""Which side of ``a \approx b`` is the answer: the exact value when it is an equation or not
+    a bare name ("x = 1/3 \approx 0.33"), else the approximation ("x \approx 11")."""
+    exact = parts[0]
+    return exact if len(split_top(exact, ("=",))) > 1 or not is_name(exact) else parts[-1]
 
 
 @functools.lru_cache(maxsize=1024)

@@ -34,9 +34,13 @@ from verigym.graders.math._intervals import End, chain_piece, minus, union
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._reader import Reading, read
 from verigym.graders.math._rules import (
+    IN_PREFIX,
+    LABEL,
     MATRIX,
     NUM_RE,
+    STRAY_PERIOD,
     Answers,
+    approx_side,
     bracketed,
     digits,
     expand_pm,
@@ -53,10 +57,7 @@ from verigym.graders.math._sampledexpr import Expr, compiled
 
 __all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
-_PERIOD = re.compile(r"(?<=[})a-zA-Z])\s*\.$")
-_LABEL = re.compile(r"[A-Za-z]+(?:\s+\d+)?\s*:\s+")
 _PM = re.compile(r"\\(?:pm|mp|approx)(?![a-zA-Z])")
-_IN = re.compile(r"^[A-Za-z]\w*\s*\\in(?![a-zA-Z])\s*")
 _MINUTES = re.compile(r"(.*?)\^\\circ\s*(\d+)\s*'")
 _INFTY = re.compile(r"([+-]?)\s*\\infty")
 _read = functools.lru_cache(maxsize=4096)(read)  # the same strings recur in one answer's readings
@@ -88,16 +89,16 @@ def _splice(parts: list[str]) -> tuple[Val, ...]:
 
 
 def _item(s: str) -> Val:
-    s = _PERIOD.sub("", s.strip())  # _parse._parse_item: a stray period
-    if _LABEL.match(s):
+    s = STRAY_PERIOD.sub("", s.strip())  # _parse._parse_item: a stray period
+    if LABEL.match(s):
         raise Unsure  # a label
     if ("\\pm" in s or "\\mp" in s) and not s.startswith("\\{") and len(variants := expand_pm(s)) > 1:
         return Group(tuple(_item(v) for v in variants), pm=True)
     if len(approx := split_top(s, ("\\approx",))) > 1:  # "1/3 \approx 0.33": the exact value
-        s = approx[0] if len(split_top(approx[0], ("=",))) > 1 or not is_name(approx[0]) else approx[-1]
+        s = approx_side(approx)
     if _PM.search(s):
         raise Unsure  # an approximation, too many signs
-    s = _IN.sub("", s)  # "a \in (1, 2)"
+    s = IN_PREFIX.sub("", s)  # "a \in (1, 2)"
     eq = [p.strip() for p in split_top(s, ("=",))]
     if len(eq) == 1 and (found := _set_item(s)) is not None:
         return found

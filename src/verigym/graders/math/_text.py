@@ -21,10 +21,12 @@ from verigym.graders.math._rules import (
     bracketed,
     is_text,
     is_word,
+    list_words,
     multiset_eq,
     norm_text,
     readings_prefix,
     strip_answer,
+    strip_item,
 )
 
 __all__ = ["text_decide"]
@@ -36,8 +38,7 @@ _NOT_TEXT = re.compile(
 
 def _item(s: str) -> str | None:
     """``_parse._parse_item`` of an item the full check reads as text: its normalised text."""
-    s = re.sub(r"(?<=[})a-zA-Z])\s*\.$", "", s.strip())
-    s = re.sub(r"^[A-Za-z]+(?:\s+\d+)?\s*:\s+", "", s)
+    s = strip_item(s)
     if _NOT_TEXT.search(s) or bracketed(s) is not None:
         return None
     core, decor = split_decor(s)
@@ -51,9 +52,7 @@ def _value(s: str) -> list[str] | None:
     s = strip_answer(s)
     if not s or _NOT_TEXT.search(s) or readings_prefix(s) != ([], False):
         return None
-    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)
-    s = re.sub(r"\\text\{([^{}]*?)\s+and\s+([^{}]*)\}", r"\\text{\1} and \\text{\2}", s)
-    s = re.sub(r"(?<=[)\]}])\s*(?:or|and)\s*(?=[(\[{])", ", ", s)
+    s = list_words(s)
     parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in split_top(s, (",", " and ", " or ")) if p]
     items = [_item(p) for p in parts]
     return None if not items or any(t is None for t in items) else [t for t in items if t is not None]
