@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from verigym.graders.math._bounded import Bounded, Unsure
+from verigym.graders.math._rules import chain_ends
 
 __all__ = ["End", "Piece", "chain_piece", "interval", "minus", "pieces_eq", "point", "union"]
 
@@ -124,24 +125,10 @@ def chain_piece(bounds: list[End | None], ops: list[str]) -> tuple[Piece, ...]:
         if c is None:
             raise Unsure
         return union([Piece(None, c, True, True), Piece(c, None, True, True)])
-    lo: End | None = None
-    hi: End | None = None
-    lo_open = hi_open = True
-    seen_lo = seen_hi = False
-    for k, op in enumerate(ops):
-        a, b = bounds[k], bounds[k + 1]
-        if (a is None) == (b is None):
-            raise Unsure  # two constants compared, or the variable twice
-        upper = (op in ("<", "\\le")) == (a is None)  # "x < c" or "c > x": c bounds x above
-        c = b if a is None else a
-        if upper:
-            if seen_hi:
-                raise Unsure
-            hi, hi_open, seen_hi = c, op in ("<", ">"), True
-        else:
-            if seen_lo:
-                raise Unsure
-            lo, lo_open, seen_lo = c, op in ("<", ">"), True
+    ends = chain_ends(bounds, ops)
+    if ends is None:
+        raise Unsure
+    lo, lo_open, hi, hi_open = ends
     return union([interval(lo, hi, lo_open, hi_open)])
 
 

@@ -26,6 +26,7 @@ from verigym.graders.math._rules import (
     NUM_RE,
     Answers,
     bracketed,
+    chain_ends,
     fast_answers,
     flat,
     multiset_eq,
@@ -271,22 +272,12 @@ def _relation(s: str) -> Ival:
     bounds = [None if k == var[0] else _number(e, False) for k, e in enumerate(exprs)]
     if any(b is not None and b.value is None for b in bounds):
         raise _Defer
-    lo: Fraction | None = None
-    hi: Fraction | None = None
-    lo_open = hi_open = True
-    for k, op in enumerate(ops):
-        a, b = bounds[k], bounds[k + 1]
-        upper = (op in ("<", "\\le")) == (a is None)  # "x < c" or "c > x": c bounds x above
-        c = b if a is None else a
-        assert c is not None and c.value is not None
-        if upper:
-            if hi is not None:
-                raise _Defer
-            hi, hi_open = c.value, op in ("<", ">")
-        else:
-            if lo is not None:
-                raise _Defer
-            lo, lo_open = c.value, op in ("<", ">")
+    ends = chain_ends(bounds, ops)
+    if ends is None:
+        raise _Defer
+    lo_end, lo_open, hi_end, hi_open = ends
+    lo = None if lo_end is None else lo_end.value
+    hi = None if hi_end is None else hi_end.value
     if lo is not None and hi is not None and lo >= hi:
         raise _Defer  # empty or a point: sympy gives another kind of set
     return Ival(lo, hi, lo_open, hi_open)

@@ -10,6 +10,7 @@
 * ``bracketed`` / ``balanced``: bracket structure of tuples, intervals and sets;
 * ``flat``, ``multiset_eq``, ``interval_kinds_differ``, ``seq_eq``, ``matrix_eq``: how lists,
   tuples, intervals and matrices compare, for any item equality;
+* ``chain_ends``: the bounds an inequality chain in one variable puts on it;
 * ``digits``: the decimal places and significant digits of a number literal as written;
 * ``decimal_match``: when a decimal stands for a value (rounded with enough significant digits,
   or a reference truncated), given each path's own exact ``rounds`` / ``truncates`` tests.
@@ -39,6 +40,7 @@ __all__ = [
     "approx_side",
     "balanced",
     "bracketed",
+    "chain_ends",
     "clear_rule_caches",
     "decimal_match",
     "digits",
@@ -216,6 +218,32 @@ def multiset_eq(gs: Sequence[T], ps: Sequence[T], eq: Callable[[T, T], bool]) ->
     if max(len(gs), len(ps)) > 30:
         return False
     return all(any(eq(g, p) for p in ps) for g in gs) and all(any(eq(g, p) for g in gs) for p in ps)
+
+
+def chain_ends(
+    bounds: Sequence[T | None], ops: Sequence[str]
+) -> tuple[T | None, bool, T | None, bool] | None:
+    """``a < x \\le b``, ``x > 3``, ``2 \\ge x`` (the variable's slot None in ``bounds``, the
+    constants elsewhere; ``ops`` without ``\\ne``) as (lo, lo_open, hi, hi_open), an end None where
+    unbounded; None when two constants or the variable twice are compared, or a side is bounded
+    twice (each path then defers)."""
+    lo: T | None = None
+    hi: T | None = None
+    lo_open = hi_open = True
+    for k, op in enumerate(ops):
+        a, b = bounds[k], bounds[k + 1]
+        if (a is None) == (b is None):
+            return None
+        upper = (op in ("<", "\\le")) == (a is None)  # "x < c" or "c > x": c bounds x above
+        if upper:
+            if hi is not None:
+                return None
+            hi, hi_open = b if a is None else a, op in ("<", ">")
+        else:
+            if lo is not None:
+                return None
+            lo, lo_open = b if a is None else a, op in ("<", ">")
+    return lo, lo_open, hi, hi_open
 
 
 def interval_kinds_differ(g_open: str, g_close: str, p_open: str, p_close: str, n: int) -> bool:
