@@ -17,7 +17,6 @@ import sympy
 from verigym.graders.math._norm import Decor, split_decor, split_top
 from verigym.graders.math._rules import (
     IN_PREFIX,
-    MATRIX,
     NUM_RE,
     approx_side,
     bracketed,
@@ -26,6 +25,7 @@ from verigym.graders.math._rules import (
     is_text,
     is_word,
     list_words,
+    matrix_cells,
     norm_text,
     readings_prefix,
     strip_answer,
@@ -220,12 +220,9 @@ def _mat_of(m: Any) -> Mat:
 def _parse_matrix(s: str) -> Value:
     """A matrix literal entry by entry (so ``0.33`` keeps its decimal places); sums and products
     of matrices go through sympy."""
-    inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
-    m = MATRIX.match(inner.strip())
-    if m and "\\begin" not in m.group(2):
-        body = m.group(2).strip()
-        rows = [r for r in re.split(r"\\\\", body) if r.strip()]
-        return Mat(tuple(tuple(_parse_item(c) for c in r.split("&")) for r in rows))
+    rows = matrix_cells(s)
+    if rows is not None:
+        return Mat(tuple(tuple(_parse_item(c) for c in r) for r in rows))
     expr = to_sympy(s)
     if isinstance(expr, sympy.MatrixBase):
         return _mat_of(expr)

@@ -52,6 +52,7 @@ __all__ = [
     "is_text",
     "is_word",
     "list_words",
+    "matrix_cells",
     "matrix_eq",
     "multiset_eq",
     "norm_text",
@@ -250,6 +251,16 @@ def interval_kinds_differ(g_open: str, g_close: str, p_open: str, p_close: str, 
     """Two-item brackets read as intervals: open and closed ends must agree."""
     kinds = {g_open + g_close, p_open + p_close}
     return n == 2 and kinds <= {"()", "[]", "(]", "[)"} and len(kinds) > 1
+
+
+def matrix_cells(s: str) -> list[list[str]] | None:
+    """A matrix literal's cells, row by row (the brackets around it dropped); None when ``s`` is
+    not one (nested environments, sums and products of matrices: the full parser's business)."""
+    inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
+    m = MATRIX.match(inner.strip())
+    if not m or "\\begin" in m.group(2):
+        return None
+    return [r.split("&") for r in re.split(r"\\\\", m.group(2).strip()) if r.strip()]
 
 
 def matrix_eq(g: Any, p: Any, eq: Callable[[Any, Any], bool], mat: type[Any], seq: type[Any]) -> bool:

@@ -36,7 +36,6 @@ from verigym.graders.math._reader import Reading, read
 from verigym.graders.math._rules import (
     IN_PREFIX,
     LABEL,
-    MATRIX,
     NUM_RE,
     STRAY_PERIOD,
     Answers,
@@ -49,6 +48,7 @@ from verigym.graders.math._rules import (
     is_name,
     is_text,
     is_word,
+    matrix_cells,
     readings_prefix,
     strip_answer,
 )
@@ -185,12 +185,10 @@ def _set_item(s: str) -> SetOf | None:
 
 def _matrix(s: str) -> Mat:
     """``_parse._parse_matrix`` of a literal (anything else goes through sympy there)."""
-    inner = re.sub(r"^\(\s*|\s*\)$|^\[\s*|\s*\]$", "", s.strip()) if s.startswith(("(", "[")) else s
-    m = MATRIX.match(inner.strip())
-    if not m or "\\begin" in m.group(2):
+    rows = matrix_cells(s)
+    if rows is None:
         raise Unsure
-    rows = [r for r in re.split(r"\\\\", m.group(2).strip()) if r.strip()]
-    return Mat(tuple(tuple(_item(c) for c in r.split("&")) for r in rows))
+    return Mat(tuple(tuple(_item(c) for c in r) for r in rows))
 
 
 def _const(s: str) -> Expr:
