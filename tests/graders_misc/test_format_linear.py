@@ -16,6 +16,7 @@ import pytest
 
 from verigym.envs.arithmetic import parse_integer
 from verigym.graders import format as fmt
+from verigym.graders._hacking_text import final_answers
 from verigym.graders.format import extract_all_boxed, extract_answer_line, extract_boxed, strip_think
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
@@ -101,4 +102,5 @@ def test_degenerate_replies_parse_in_linear_time(name: str) -> None:
     strip_think(text)
     extract_boxed(text)
     extract_answer_line(text)
+    final_answers(text)  # the hacking detectors' reading of the same boxes
     assert time.perf_counter() - start < 0.5

@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import re
 
+from verigym.graders.format import _boxed_spans
+
 __all__ = ["final_answers", "norm_answer", "prompt_echo"]
 
 _PHRASES = re.compile(
@@ -13,22 +15,10 @@ _PHRASES = re.compile(
 )
 
 
-def _boxed(text: str) -> list[str]:
-    out = []
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            out.append(text[m.end() : i - 1])
-    return out
-
-
 def final_answers(text: str) -> list[str]:
     """Every final answer the text commits to: all ``\\boxed{}`` contents, else every
     "final answer is ..." / "Answer: ..." phrase, in order."""
-    boxed = _boxed(text)
+    boxed = [text[start:end] for start, end in _boxed_spans(text)]  # one linear pass
     if boxed:
         return boxed
     return [m.group(1).strip() for m in _PHRASES.finditer(text) if m.group(1).strip()]
