@@ -236,7 +236,7 @@ class Rubric:
             await self._run(self._order[0], task, trajectories, grades)
         else:
             await self._run_concurrently(task, trajectories, grades, found)
-        order = self.names  # the declared order, whatever order the graders finished in
+        order = self._names  # the declared order, whatever order the graders finished in
         grades = [{name: g[name] for name in order if name in g} for g in grades]
         total = [0.0] * n
         for detector, results in zip(penalties, found, strict=True):
@@ -246,13 +246,16 @@ class Rubric:
                     total[i] += detector.amount
         return [self._combine(g, p, t) for g, p, t in zip(grades, total, trajectories, strict=True)]
 
+    def _gate_open(self, grades: dict[str, Grade], deps: Sequence[str]) -> bool:
+        """Whether a grader gated on ``deps`` runs: each of them graded, passing the threshold."""
+        return all(grades[d].ok and grades[d].score >= self.gate_threshold for d in deps)
+
     def _score_inline(self, task: Task, trajectory: Trajectory, penalties: list[Penalty]) -> Score:
         """``score`` when every grader and detector is inline: the same grades, gates and reward,
         computed in dependency order on the calling thread."""
         grades: dict[str, Grade] = {}
         for grader in self._order:
-            deps = self.gates.get(grader.name, ())
-            if all(grades[d].ok and grades[d].score >= self.gate_threshold for d in deps):
+            if self._gate_open(grades, self.gates.get(grader.name, ())):
                 grades[grader.name] = grader.grade_inline(task, trajectory)  # type: ignore[union-attr]
             else:
                 grades[grader.name] = Grade(score=0.0, detail="gated")
@@ -301,11 +304,7 @@ class Rubric:
         sequential: bool = False,
     ) -> None:
         deps = self.gates.get(grader.name, ())
-        open_idx = [
-            i
-            for i in range(len(trajectories))
-            if all(grades[i][d].ok and grades[i][d].score >= self.gate_threshold for d in deps)
-        ]
+        open_idx = [i for i in range(len(trajectories)) if self._gate_open(grades[i], deps)]
         for i in range(len(trajectories)):
             if i not in open_idx:
                 grades[i][grader.name] = Grade(score=0.0, detail="gated")
