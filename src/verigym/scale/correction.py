@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from verigym.train._update import forward_logprobs
+from verigym.train._update import forward_logprobs, set_training
 from verigym.train.samples import Row, collate
 
 __all__ = ["Correction", "correct_rows", "staleness_metrics"]
@@ -54,7 +54,7 @@ def _trainer_logprobs(model: Any, rows: Sequence[Row], pad_id: int, temperature:
     """``row.meta["prox"]``: the trainer's logprob of each token (0 on the first), aligned with ``ids``."""
     device = next(model.parameters()).device
     was_training = bool(getattr(model, "training", False))
-    model.eval()
+    set_training(model, False)
     try:
         for start in range(0, len(rows), micro):
             part = list(rows[start : start + micro])
@@ -62,7 +62,7 @@ def _trainer_logprobs(model: Any, rows: Sequence[Row], pad_id: int, temperature:
             for j, r in enumerate(part):
                 r.meta["prox"] = [0.0, *logp[j, : len(r.ids) - 1].float().cpu().tolist()]
     finally:
-        model.train(was_training)
+        set_training(model, was_training)
 
 
 def correct_rows(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import PreTrainedModel
 
 from verigym.train import losses as L
 from verigym.train.config import RLConfig
@@ -26,15 +27,7 @@ __all__ = ["UpdateState", "forward_logprobs", "policy_update", "set_training"]
 _MODULE_TRAIN = torch.nn.Module.train
 
 
-def _hf_train() -> Any:
-    try:
-        from transformers import PreTrainedModel
-    except ImportError:  # pragma: no cover  # transformers is a dependency
-        return None
-    return PreTrainedModel.train
-
-
-_HF_TRAIN = _hf_train()
+_HF_TRAIN = PreTrainedModel.train
 
 
 def set_training(model: Any, mode: bool) -> None:
