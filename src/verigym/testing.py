@@ -103,8 +103,12 @@ class FakeOpenAIServer:
         api_key: str | None = None,
         models: Sequence[str] = ("fake-model",),
         keep_requests: bool = True,
+        hold_after: int | None = None,
     ) -> None:
         self.plan, self.answer, self.shape = plan, answer, shape
+        self.hold_after = hold_after  # requests after the first ``hold_after`` wait for ``release()``
+        self._release: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.vllm, self.strict = vllm, strict
         self.slow_s, self.retry_after, self.delay_s = slow_s, retry_after, delay_s
         self.api_key = api_key
@@ -151,7 +155,14 @@ class FakeOpenAIServer:
             time.sleep(0.005)
         return self
 
+    def release(self) -> None:
+        """Let the requests ``hold_after`` holds (and every later one) through."""
+        self.hold_after = None
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
     def stop(self) -> None:
+        self.release()
         if self._server is None or self._thread is None:
             return
         self._server.should_exit = True
@@ -187,6 +198,10 @@ class FakeOpenAIServer:
                 await _error(send, 400, "the request body is not a chat-completions JSON object")
                 return
             self.n_requests += 1
+            if self.hold_after is not None and self.n_requests > self.hold_after:
+                if self._release is None:
+                    self._loop, self._release = asyncio.get_running_loop(), asyncio.Event()
+                await self._release.wait()
             if self.keep_requests:
                 self.requests.append(body)
             self.in_flight += 1

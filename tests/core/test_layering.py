@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "_files": 1,  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
+    "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym
     "tools": 2,
     "mcp_tools": 2,  # re-exports tools._mcp under its old path
     "rubric": 2,

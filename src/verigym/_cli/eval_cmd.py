@@ -20,6 +20,7 @@ import typer
 
 from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
 from verigym._cli.common import console, eval_policy, fail, parse_kv
+from verigym._library_output import to_run_dir
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
@@ -111,6 +112,7 @@ def _env_policy(env: Environment, config: EvalConfig) -> Policy:
 
 
 def _run(config: EvalConfig, out: Path, resume: bool) -> None:
+    to_run_dir(out)
     from rich.markup import escape
     from rich.progress import (
         BarColumn,

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from verigym._cli.common import console, fail
+from verigym._library_output import to_run_dir
 
 __all__ = ["register"]
 
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
         from verigym.train.quickstart import quickstart_config
 
         torch.set_num_threads(max(1, threads))
+        to_run_dir(out)
         overrides = {} if steps is None else {"rl__steps": steps}
         if steps is not None and steps < 1:
             fail(f"--steps must be at least 1, got {steps}")

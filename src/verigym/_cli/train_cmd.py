@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from verigym._cli.common import console, fail, parse_kv
+from verigym._library_output import to_run_dir
 
 __all__ = ["TrainProgress", "load_train_config", "register", "summary_table"]
 
@@ -189,6 +190,7 @@ def register(app: typer.Typer) -> None:
                 )
         else:
             cfg = load_train_config(config, overrides, preset, steps, out)
+        to_run_dir(resume if resume is not None else cfg.out_dir)
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
         leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
         try:
@@ -234,6 +236,7 @@ def register(app: typer.Typer) -> None:
 
         _threads(threads)
         cfg = load_train_config(config, overrides, None, None, out)
+        to_run_dir(cfg.out_dir)
         try:
             with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
                 summary = run_sft(cfg, progress=bar)

@@ -374,7 +374,7 @@ class _HFStep:
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=self.cache,
+            cache=self.cache,
             use_cache=True,
             logits_to_keep=1,
         )

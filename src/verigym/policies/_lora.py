@@ -1,7 +1,11 @@
 """LoRA adapters on a ``LocalPolicy`` (peft): load, switch per pass, unload, without reloading the base.
 
-Works both with adapters loaded into a plain ``transformers`` model (its peft integration) and with a
-``peft.PeftModel`` a trainer passes in. ``AS_IS`` means "leave the model's adapter state untouched".
+Adapters are loaded with peft's own API: the first one wraps the plain model in a ``peft.PeftModel``
+and unloading the last one unwraps it again. transformers' peft integration (``model.load_adapter``)
+is not used: transformers 5.24 refuses every peft the registry serves (it asks for >= 0.22) there, while
+``PeftModel`` works with both. A ``PeftModel`` a trainer passes in is used as it is and never unwrapped,
+and a model that already carries integration adapters still switches through them. ``AS_IS`` means
+"leave the model's adapter state untouched".
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ from typing import Any
 
 from verigym.policies.base import PolicyError
 
-__all__ = ["AS_IS", "AdapterMixin"]
+__all__ = ["AS_IS", "AdapterMixin", "base_model"]
 
 AS_IS = "<model as it is>"  # adapter sentinel: leave the model's adapter state untouched
+
+
+def base_model(model: Any) -> Any:
+    """The ``transformers`` model under a ``PeftModel`` (its LoRA layers in place), else ``model``."""
+    from peft import PeftModel
+
+    return model.get_base_model() if isinstance(model, PeftModel) else model
 
 
 class AdapterMixin:
@@ -25,6 +36,7 @@ class AdapterMixin:
     model: Any
     _adapter: str | None
     _lock: threading.RLock
+    _wrapped = False  # True while ``model`` is a PeftModel that ``load_adapter`` made (so unwrap it again)
 
     # ---- LoRA adapters --------------------------------------------------------------------------
 
@@ -50,7 +62,7 @@ class AdapterMixin:
             if self._adapter == AS_IS and not self._has_adapters():
                 self._adapter = None  # transformers activates a first adapter on load; keep the base model on
             try:
-                self.model.load_adapter(str(path), adapter_name=name)
+                self._load(str(path), name)
             except Exception as exc:
                 raise PolicyError("bad_adapter", f"cannot load adapter {str(path)!r}: {exc}") from None
 
@@ -68,9 +80,25 @@ class AdapterMixin:
         if name not in self.adapters:
             raise PolicyError("adapter_not_found", f"no adapter named {name!r}; loaded: {self.adapters}")
         with self._lock:
-            self.model.delete_adapter(name)
+            if self._wrapped and self.adapters == [name]:
+                self.model, self._wrapped = self.model.unload(), False  # the plain model again, unmerged
+            else:
+                self.model.delete_adapter(name)
             if self._adapter == name and not _keep_active:
                 self._adapter = None
+
+    def _load(self, path: str, name: str) -> None:
+        from peft import PeftModel
+
+        if isinstance(self.model, PeftModel):
+            self.model.load_adapter(path, adapter_name=name)
+        elif getattr(self.model, "_hf_peft_config_loaded", False):
+            self.model.load_adapter(path, adapter_name=name)  # the user's integration adapters: keep that API
+        else:
+            was_training = self.model.training
+            self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name)
+            self.model.train(was_training)
+            self._wrapped = True
 
     def _has_adapters(self) -> bool:
         from peft import PeftModel

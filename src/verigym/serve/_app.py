@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from verigym.policies._lora import base_model
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
 from verigym.serve._handler import Handler
@@ -141,7 +142,8 @@ def _reload(policy: LocalPolicy, path: str) -> None:
     from transformers import AutoModelForCausalLM
 
     state = AutoModelForCausalLM.from_pretrained(path).state_dict()
-    target = policy.model.state_dict()
+    model = base_model(policy.model)
+    target = model.state_dict()
     for key in [k for k in state if k not in target]:  # LoRA adapters loaded here wrap base layers
         head, _, leaf = key.rpartition(".")
         state[f"{head}.base_layer.{leaf}"] = state.pop(key)
@@ -149,7 +151,7 @@ def _reload(policy: LocalPolicy, path: str) -> None:
     if missing or any(k not in target for k in state):
         raise ValueError(f"the weights do not fit the served model (e.g. {(missing or list(state))[0]})")
     with policy._lock:  # not during a generation pass
-        policy.model.load_state_dict(state, strict=False)
+        model.load_state_dict(state, strict=False)
 
 
 def serve(

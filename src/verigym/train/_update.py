@@ -171,7 +171,7 @@ def forward_rows(
         use_cache=True,
         **({"logits_to_keep": 1} if _keeps_logits(model) else {}),  # only the last is used
     )
-    cache = out.past_key_values
+    cache = out.cache
     idx = torch.tensor(which, dtype=torch.long, device=device)
     _repeat_rows(cache, idx)
     width = max(len(r.ids) - s for r, s in zip(rows, starts, strict=True))
@@ -184,7 +184,7 @@ def forward_rows(
         input_ids=sids.to(device),
         attention_mask=att,
         position_ids=spos.to(device),
-        past_key_values=cache,
+        cache=cache,
         use_cache=True,
     )
     logits = torch.cat([out.logits[:, -1:][idx], out2.logits[:, :-1]], dim=1)
