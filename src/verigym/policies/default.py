@@ -3,7 +3,8 @@
 ``default_policy(model_path)`` is what ``verigym eval ENV`` uses with no ``--base-url``:
 
 1. an explicit ``model_path`` (a ``save_pretrained`` directory, a LoRA adapter directory, a run
-   directory with ``checkpoints/``, or a hub name) → a ``LocalPolicy`` of it; the names ``tiny``,
+   directory with ``checkpoints/``, a catalogue name that ``verigym models pull`` installed, or a hub
+   name) → a ``LocalPolicy`` of it; the names ``tiny``,
    ``small`` and ``base`` (when no such directory exists) build a fresh untrained model of that size;
 2. else the newest checkpoint written by ``verigym quickstart``, looked for in
    ``./runs/quickstart/checkpoint`` and ``$VERIGYM_HOME/runs/quickstart/checkpoint`` (``VERIGYM_HOME``
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from verigym._files import read_toml
 from verigym.policies.base import PolicyError
+from verigym.policies.catalogue import resolve
 from verigym.policies.local import LocalPolicy
 
 __all__ = [
@@ -155,6 +157,7 @@ def default_policy(model_path: str | None = None) -> tuple[LocalPolicy, str]:
     Raises ``ValueError`` (one line) when an explicit ``model_path`` cannot be loaded.
     """
     if model_path:
+        model_path = resolve(model_path)  # a catalogue name → its pulled directory (CatalogueError if not)
         path = Path(model_path).expanduser()
         if path.exists():
             model_dir = resolve_model_dir(path) if path.is_dir() else None

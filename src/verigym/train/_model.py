@@ -39,6 +39,9 @@ def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[
     full = weights if weights is not None and cfg.lora is None else None
     source = full or cfg.path
     if source is not None:
+        from verigym.policies.catalogue import resolve
+
+        source = resolve(str(source))  # a catalogue name (`verigym models pull NAME`) -> its directory
         if not Path(source).exists():
             raise FileNotFoundError(f"model.path: no model directory at {source}")
         tokenizer = AutoTokenizer.from_pretrained(str(source))
