@@ -7,6 +7,7 @@ import asyncio
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,8 +159,27 @@ def test_lora_load_and_unload_over_http(
     assert httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "ft"}).status_code == 404
 
 
-async def test_concurrent_requests_are_micro_batched(server: tuple[RunningServer, LocalPolicy]) -> None:
+async def test_concurrent_requests_are_micro_batched(
+    server: tuple[RunningServer, LocalPolicy], monkeypatch: pytest.MonkeyPatch
+) -> None:
     srv, policy = server
+    # the first pass waits until all 24 requests reached the policy, so the others queue behind it
+    # however slowly they arrive (60 s only bounds a failure)
+    submitted, all_in = [0], threading.Event()
+    submit, run = policy.submit, policy.run
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        submitted[0] += 1
+        if submitted[0] >= 24:
+            all_in.set()
+        return await submit(*args, **kwargs)
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        all_in.wait(60)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "submit", counted)
+    monkeypatch.setattr(policy, "run", held)
     aclient = openai.AsyncOpenAI(base_url=srv.url, api_key="none", max_retries=0)
     before = policy.passes
     results = await asyncio.gather(
@@ -221,6 +241,50 @@ def test_tool_calls_are_parsed_in_responses_and_streams(
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
         plain = client.chat.completions.create(**{**args, "tools": None, "messages": TOOL_PROMPT})  # type: ignore[call-overload]
         assert plain.choices[0].message.tool_calls is None
+
+
+AGENT_LOOP: list[dict[str, Any]] = [
+    {"role": "user", "content": "add 1"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "2"},
+]
+# SmolLM2-Instruct's chat template: plain ChatML, nothing about tools.
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.mark.filterwarnings("ignore:the chat template")
+def test_agent_loop_messages_with_null_content_and_tool_calls_get_200(
+    server: tuple[RunningServer, LocalPolicy],
+) -> None:
+    from verigym.policies import tiny
+
+    tok = tiny.build_tokenizer()
+    tok.chat_template = CHATML
+    tok.name_or_path = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    smol = LocalPolicy(tiny.build_model("tiny", tok), tok, name="smol", device="cpu")
+    assert smol.tool_format == "smollm2"
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    with RunningServer(smol, name="smol") as srv:
+        for url, policy, model in ((server[0].url, server[1], "tiny"), (srv.url, smol, "smol")):
+            for extra in ({"tools": tools}, {}):
+                body = {"model": model, "messages": AGENT_LOOP, "max_tokens": 4, "seed": 0, **extra}
+                r = httpx.post(f"{url}/chat/completions", json=body, timeout=60)
+                assert r.status_code == 200, r.text
+                prompt = policy.tokenizer.decode(r.json()["prompt_token_ids"])
+                assert '"name": "add"' in prompt and '{"a": 1}' in prompt and "2" in prompt
+                assert "None" not in prompt
+            if model == "smol":  # the call and the result in the format SmolLM2 was trained with
+                assert '<tool_call>[{"name": "add", "arguments": {"a": 1}}]</tool_call>' in prompt
+                assert "<|im_start|>user\n<tool_response>\n2\n</tool_response>" in prompt
 
 
 async def test_openai_policy_gets_the_same_ids_and_logprobs_as_in_process(

@@ -48,6 +48,8 @@ def print_summary(result: EvalResult, console: Console) -> None:
         f"{_fmt(s['completion_tokens_mean'])} / {_fmt(s['completion_tokens_max'])}",
     )
     table.add_row("truncation rate", _fmt(s["truncation_rate"]))
+    if s.get("tool_call_parse_failure_rate") is not None:
+        table.add_row("tool-call parse failures", _fmt(s["tool_call_parse_failure_rate"]))
     table.add_row("tokens used", str(s["total_tokens"]))
     table.add_row("wall time (s)", _fmt(s["wall_s"]))
     if result.skipped:

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from verigym._cli.common import console, fail, parse_kv
+from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
 
 __all__ = ["register"]
 
@@ -67,10 +67,12 @@ def register(app: typer.Typer) -> None:
         ),
         out: Path = typer.Option(..., "--out", help="Output folder: results, profile.jsonl, band.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted profile in --out."),
+        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
     ) -> None:
         """Estimate each task's pass rate with k samples; write profile.jsonl and the band's task ids."""
         from verigym.data.difficulty import Profile
 
+        set_threads(threads)
         _eval(
             env,
             env_arg,
@@ -99,7 +101,10 @@ def register(app: typer.Typer) -> None:
     def synth_command(
         env: str = typer.Argument(..., help="Environment name (see `verigym envs`)."),
         teacher: str | None = typer.Option(
-            None, "--teacher", help="Teacher model at --base-url, or a local path."
+            None,
+            "--teacher",
+            help="Teacher model at --base-url, a local path or catalogue name, or 'oracle' (the environment's "
+            "own oracle policy).",
         ),
         base_url: list[str] | None = typer.Option(
             None, "--base-url", help="Teacher's OpenAI-compatible endpoint."
@@ -120,18 +125,22 @@ def register(app: typer.Typer) -> None:
         ),
         out: Path = typer.Option(..., "--out", help="Output folder: results, sft.jsonl, synth.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
+        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
     ) -> None:
         """Rejection sampling: keep the teacher's verified trajectories as SFT data (sft.jsonl)."""
         from verigym.data.rejection import select_verified, write_sft
 
         if keep not in ("all", "shortest", "diverse"):
             fail(f"--keep {keep!r}: expected all, shortest or diverse")
+        set_threads(threads)
+        oracle = teacher == "oracle" and not base_url
         _eval(
             env,
             env_arg,
             out,
             resume,
-            model=teacher,
+            model=None if oracle else teacher,
+            policy="oracle" if oracle else None,
             base_url=base_url or None,
             num_tasks=num_tasks,
             split=split,

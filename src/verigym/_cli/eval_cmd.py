@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
-from verigym._cli.common import console, eval_policy, fail, parse_kv
+from verigym._cli.common import THREADS_HELP, console, eval_policy, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 if TYPE_CHECKING:
@@ -257,7 +257,11 @@ def register(app: typer.Typer) -> None:
             None, help="Environment: a name from `verigym envs`, or module:attr / file.py:attr."
         ),
         model: str | None = typer.Option(
-            None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
+            None,
+            "--model",
+            "-m",
+            help="Model name at --base-url; without it a local model directory or a catalogue name "
+            "(`verigym models pull NAME`, e.g. smollm2-135m-instruct).",
         ),
         base_url: list[str] | None = typer.Option(
             None,
@@ -318,8 +322,10 @@ def register(app: typer.Typer) -> None:
         ),
         mcp: list[str] | None = typer.Option(None, "--mcp", help=MCP_HELP),
         penalty: list[str] | None = typer.Option(None, "--penalty", help=PENALTY_HELP),
+        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
+        set_threads(threads)
         env_args = parse_kv(env_arg, "--env-arg")
         if harness is not None:
             env_args["harness"] = harness

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from verigym._cli._select_show import online_mode, print_table
-from verigym._cli.common import console, fail, parse_kv
+from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
@@ -216,8 +216,10 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(
             None, "--out", help="Output folder (default: runs/select-<env>-<time>)."
         ),
+        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
     ) -> None:
         """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
+        set_threads(threads)
         from verigym.select.run import NEEDS_JUDGE, SelectConfig
         from verigym.types import Sampling
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from verigym._cli.common import console, fail, parse_kv
+from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 __all__ = ["TrainProgress", "load_train_config", "register", "summary_table"]
@@ -116,13 +116,6 @@ def _apply_scale_flags(
     )
 
 
-def _threads(threads: int | None) -> None:
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``sft``."""
 
@@ -144,7 +137,7 @@ def register(app: typer.Typer) -> None:
         ),
         steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
         out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
-        threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+        threads: int = typer.Option(None, "--threads", help=THREADS_HELP),
         async_ahead: int = typer.Option(
             None, "--async", help="Async off-policy RL: generate up to N steps ahead (scale.max_staleness)."
         ),
@@ -169,7 +162,7 @@ def register(app: typer.Typer) -> None:
 
         if config is None and resume is None:
             fail("give a CONFIG.toml, or --resume RUN_DIR")
-        _threads(threads)
+        set_threads(threads)
         if resume is not None:
             from verigym.train.rl import run_config_path
 
@@ -226,7 +219,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(
             None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."
         ),
-        threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+        threads: int = typer.Option(None, "--threads", help=THREADS_HELP),
     ) -> None:
         """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
         from verigym.envs.registry import EnvError
@@ -234,7 +227,7 @@ def register(app: typer.Typer) -> None:
         from verigym.train.pipeline import run_sft
         from verigym.train.sft import SFTDataError
 
-        _threads(threads)
+        set_threads(threads)
         cfg = load_train_config(config, overrides, None, None, out)
         to_run_dir(cfg.out_dir)
         try:

@@ -132,6 +132,7 @@ class Aggregate:
         self._completion = [0, 0]  # sum, max
         self._truncated = 0
         self._empty = 0
+        self._tool_calls = [0, 0]  # parsed calls, malformed tool-call blocks (Completion.malformed)
 
     def add(self, record: Record, order: int, task: int) -> None:
         self.n_samples += 1
@@ -174,6 +175,10 @@ class Aggregate:
             completion[1] = usage.completion_tokens
         self._truncated += stop == "length"
         self._empty += _empty_answer(record)
+        for turn in record.trajectory.turns:
+            if turn.completion is not None:
+                self._tool_calls[0] += len(turn.completion.tool_calls)
+                self._tool_calls[1] += turn.completion.malformed.count("tool_call")
 
     def rewards(self) -> list[float]:
         """The rewards of the scored records (arrival order)."""
@@ -212,6 +217,10 @@ class Aggregate:
             "completion_tokens_mean": self._completion[0] / ok if ok else None,
             "completion_tokens_max": self._completion[1] if ok else None,
             "truncation_rate": self._truncated / ok if ok else None,
+            "tool_call_parse_failures": self._tool_calls[1],
+            "tool_call_parse_failure_rate": self._tool_calls[1] / sum(self._tool_calls)
+            if sum(self._tool_calls)
+            else None,
             "prompt_tokens": self.tokens[0],
             "completion_tokens": self.tokens[1],
             "total_tokens": self.tokens[2],

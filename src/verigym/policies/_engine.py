@@ -14,6 +14,7 @@ is never touched.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -30,6 +31,10 @@ pass, and short passes (RL's) do not wake the caller's loop at every step to con
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+
+
+class PassCancelled(Exception):
+    """A generation pass ended early because its ``stop`` event was set."""
 
 
 class EarlyStop(Protocol):
@@ -194,8 +199,12 @@ def run_rows(
     deliver: Callable[[RowSpec, RowResult], None] | None = None,
     headroom: float = 1.0,
     flush: Callable[[], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> list[RowResult]:
     """Generate every row of ``specs`` in one batched pass; the caller holds no-grad/eval state.
+
+    ``stop``, once set (from another thread: Ctrl-C, SIGTERM, a cancelled request), ends the pass at the
+    next decode step with ``PassCancelled``.
 
     ``fast`` uses ``FastLlama`` where the model is a plain Llama (same numbers, less overhead).
     Continuous batching: on that path ``admit(length, live, room)`` is asked at every step for rows to join
@@ -249,6 +258,8 @@ def run_rows(
     max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
     dead: set[int] = set()  # batch positions finished but not yet pruned
     while True:
+        if stop is not None and stop.is_set():
+            raise PassCancelled("the generation pass was cancelled")
         tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
         is_eos = torch.isin(tokens, eos)
         tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()

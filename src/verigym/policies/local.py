@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verigym.policies._batcher import Live, Queue, Request
-from verigym.policies._chat import encode_chat, parse_tool_calls, special_texts, strip_markers
+from verigym.policies._chat import encode_chat, special_texts, strip_markers
 from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies._lora import AS_IS as _AS_IS
 from verigym.policies._lora import AdapterMixin
+from verigym.policies._toolformats import TOOL_FORMATS, default_format, get_format
 from verigym.policies.base import PolicyError
+from verigym.policies.catalogue import load_failure, resolve
 from verigym.types import Completion, Message, Sampling, Usage, _trusted
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
@@ -71,6 +73,10 @@ class LocalPolicy(AdapterMixin):
     running cache length and the cache is copied at each join. When off, only a call whose ``max_tokens``
     is at most a quarter of the running pass's room joins it (a 1-token call does not wait for a 512-token
     pass). Either way each call returns as soon as its own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
+    ``tool_format``: the tool-call format (``hermes``, ``llama3``, ``mistral``, ``smollm2``; see
+    ``_toolformats``) that prompts are rendered with when the chat template ignores tools, and that replies
+    are parsed with; default ``default_format(tokenizer)``. A malformed call block stays in the text and
+    adds one ``"tool_call"`` to ``Completion.malformed``.
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class LocalPolicy(AdapterMixin):
         stop_token_ids: Sequence[int] | None = None,
         fast_path: bool = True,
         continuous: bool = False,
+        tool_format: str | None = None,
     ) -> None:
         self.model = model if device is None else model.to(device)
         self.tokenizer = tokenizer
@@ -96,6 +103,8 @@ class LocalPolicy(AdapterMixin):
         self.stop_token_ids = None if stop_token_ids is None else list(stop_token_ids)
         self.fast_path = fast_path
         self.continuous = continuous
+        # the tool-call format prompts are rendered and replies parsed with (``_toolformats``)
+        self.tool_format = get_format(tool_format or default_format(tokenizer)).name
         self.passes = 0  # generation passes run (micro-batching makes this < the number of calls)
         self._name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or "local")
         self._lock = threading.RLock()
@@ -114,6 +123,7 @@ class LocalPolicy(AdapterMixin):
         ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); float32 when omitted.
         ``device`` defaults to CUDA when available, else CPU.
         """
+        path = resolve(str(path))  # a catalogue name (`verigym models pull NAME`) → its directory
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -129,7 +139,7 @@ class LocalPolicy(AdapterMixin):
             tokenizer = AutoTokenizer.from_pretrained(str(path) if _has_tokenizer(path) else base)
             model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
         except (OSError, ValueError) as exc:
-            raise PolicyError("model_not_found", f"cannot load a model from {str(path)!r}: {exc}") from None
+            raise PolicyError("model_not_found", load_failure(str(path), exc)) from None
         model.eval()
         kwargs.setdefault("name", Path(str(path)).name or str(path))
         policy = cls(model, tokenizer, device=device, **kwargs)
@@ -174,15 +184,16 @@ class LocalPolicy(AdapterMixin):
         whole decode step of a row).
         """
         if not all(isinstance(m, Message) for m in messages):
-            return encode_chat(self.tokenizer, messages, tools)
+            return encode_chat(self.tokenizer, messages, tools, tool_format=self.tool_format)
         key = (
             tuple(messages),
             json.dumps(tools, sort_keys=True, default=str) if tools else None,
             getattr(self.tokenizer, "chat_template", None),
+            self.tool_format,
         )
         ids = self._encoded.get(key)
         if ids is None:
-            ids = tuple(encode_chat(self.tokenizer, messages, tools))
+            ids = tuple(encode_chat(self.tokenizer, messages, tools, tool_format=self.tool_format))
             if len(self._encoded) >= _ENCODE_CACHE:
                 self._encoded.pop(next(iter(self._encoded)), None)  # oldest first
             self._encoded[key] = ids
@@ -233,6 +244,7 @@ class LocalPolicy(AdapterMixin):
         deliver: Callable[[RowSpec, RowResult], None] | None = None,
         headroom: float = 1.0,
         flush: Callable[[], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> list[RowResult]:
         """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
         (None: the base model with adapters disabled; by default the model as it is). ``admit`` and
@@ -259,6 +271,7 @@ class LocalPolicy(AdapterMixin):
                         deliver=deliver,
                         headroom=headroom,
                         flush=flush,
+                        stop=stop,
                     )
                     if flush is not None and start + self.max_batch_rows < len(specs):
                         flush()  # this chunk's rows need not wait for the next chunk
@@ -277,8 +290,9 @@ class LocalPolicy(AdapterMixin):
             text = text[: min(cuts)] if cuts else text
         finish = _FINISH[result.finish]
         calls: tuple[Any, ...] = ()
+        bad = 0  # malformed tool-call blocks, kept in the text and flagged in ``malformed``
         if parse_tools:
-            text, calls = parse_tool_calls(text, salt=str(spec.seed))
+            text, calls, bad = TOOL_FORMATS[self.tool_format].parse(text, salt=str(spec.seed))
             if calls and result.finish == "eos":
                 finish = "tool_calls"
         text = strip_markers(text, self.markers)
@@ -295,7 +309,7 @@ class LocalPolicy(AdapterMixin):
             "usage": _trusted(Usage, {"prompt_tokens": n_prompt, "completion_tokens": n_out}),
             "model": self.active_adapter or self.name,
             "policy_version": self.version if version is None else version,
-            "malformed": (),
+            "malformed": ("tool_call",) * bad,
         }
         if calls or spec.top_logprobs:
             return Completion(**values)
@@ -364,6 +378,7 @@ class LocalPolicy(AdapterMixin):
                 def admit(length: int, n_live: int, room: int, live: Live = live) -> list[RowSpec]:
                     return live.admit(length, n_live, room, self.max_batch_rows)
 
+                stop = threading.Event()
                 try:
                     await asyncio.to_thread(
                         self.run,
@@ -373,7 +388,11 @@ class LocalPolicy(AdapterMixin):
                         deliver=live.deliver,
                         headroom=1.0 if self.continuous else 0.25,
                         flush=live.flush,
+                        stop=stop,
                     )
+                except asyncio.CancelledError:
+                    stop.set()  # a thread cannot be cancelled: the pass ends at its next decode step
+                    raise
                 except Exception as exc:
                     live.resolve_ready()  # rows that finished before the failure keep their results
                     err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from verigym.policies._chat import encode_chat, visible_prefix
+from verigym.policies._toolformats import TOOL_FORMATS
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec
 from verigym.serve._wire import (
@@ -99,7 +100,9 @@ class Handler:
     async def chat(self, req: ChatRequest) -> dict[str, Any] | StreamingResponse:
         adapter = self.adapter_for(req.model)
         try:
-            ids = encode_chat(self.policy.tokenizer, req.messages, req.tools)
+            ids = encode_chat(
+                self.policy.tokenizer, req.messages, req.tools, tool_format=self.policy.tool_format
+            )
             specs = self.specs(req, ids, (req.top_logprobs or 0) if req.logprobs else 0)
         except PolicyError as exc:
             raise status_of(exc) from None
@@ -125,7 +128,8 @@ class Handler:
         self, specs: list[RowSpec], adapter: str | None, parse: bool
     ) -> AsyncIterator[tuple[int, str] | list[RowResult]]:
         """``(row, new text)`` as tokens arrive, then the rows' results. Special-token text and stop
-        strings are held back; with ``parse`` so is anything from a ``<`` that may open a tool call.
+        strings are held back; with ``parse`` so is anything that may open a tool call (from a ``<`` in
+        the tag formats; see ``ToolFormat.holdback``).
         When the consumer stops early (the client hung up) the rows are cancelled in the batcher."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
@@ -134,6 +138,7 @@ class Handler:
         task = asyncio.ensure_future(self.run(specs, adapter))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         markers = self.policy.markers
+        fmt = TOOL_FORMATS[self.policy.tool_format]
         hold = max((len(s) for s in specs[0].stop), default=1) - 1
         ids: list[list[int]] = [[] for _ in specs]
         sent = [""] * len(specs)
@@ -144,8 +149,8 @@ class Handler:
                 text = self.policy.tokenizer.decode(ids[i], skip_special_tokens=True).rstrip("\ufffd")
                 cuts = [text.find(s) for s in specs[i].stop if s in text]
                 safe = text[: min(cuts)] if cuts else text[: len(text) - hold] if hold else text
-                if parse and "<" in safe:  # a tool call may be opening: hold it for the parser
-                    safe = safe[: safe.index("<")]
+                if parse:  # a tool call may be opening: hold it for the parser
+                    safe = fmt.holdback(safe)
                 safe = visible_prefix(safe, markers)
                 if len(safe) > len(sent[i]) and safe.startswith(sent[i]):
                     yield i, safe[len(sent[i]) :]
