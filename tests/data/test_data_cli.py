@@ -96,3 +96,14 @@ def test_select_tasks_by_variance_and_bad_input(tmp_path: Path) -> None:
     (run / "metrics.jsonl").write_text("not json\n")
     bad = runner.invoke(app, ["select-tasks", str(run)])
     assert bad.exit_code == 2 and "metrics.jsonl:1" in bad.output
+
+
+def test_synth_teacher_oracle_is_the_environments_oracle(tmp_path: Path) -> None:
+    out = tmp_path / "oracle"
+    done = runner.invoke(
+        app, ["synth", "arithmetic", "--teacher", "oracle", "-n", "6", "-k", "1", "--out", str(out)]
+    )
+    assert done.exit_code == 0, done.output
+    sft = [json.loads(x) for x in (out / "sft.jsonl").read_text().splitlines()]
+    assert len(sft) == 6 and all(line["reward"] == 1.0 for line in sft)  # the oracle solves every task
+    assert json.loads((out / "synth.json").read_text())["yield"] == 1.0
