@@ -8,6 +8,7 @@ import dataclasses
 import random
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -23,42 +24,59 @@ def _traj(text: str) -> Trajectory:
     return traj
 
 
+Work = float | Callable[[], object]  # seconds to sleep, or a call that blocks until it may go on
+
+
 class Clock:
-    """Records when each grader started and ended (seconds since creation)."""
+    """Records when each grader started and ended (seconds since creation); ``ended[name]`` is set
+    once a grader's span is recorded. A grader's work is a sleep or a blocking call (a barrier all
+    of them must reach, an event another grader sets), so tests of concurrency need no wall clock."""
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.spans: dict[str, tuple[float, float]] = {}
+        self.ended: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
 
-    def sync(self, name: str, delay: float, score: float = 1.0) -> Grader:
+    def sync(self, name: str, work: Work, score: float = 1.0) -> Grader:
+        self.ended[name] = threading.Event()
+
         def fn(task: Task, trajectory: Trajectory) -> Grade:
             start = time.perf_counter() - self.t0
-            time.sleep(delay)
+            work() if callable(work) else time.sleep(work)
             with self.lock:
                 self.spans[name] = (start, time.perf_counter() - self.t0)
+            self.ended[name].set()
             return Grade(score=score)
 
         return Grader(fn, name=name)
 
-    def async_(self, name: str, delay: float, score: float = 1.0) -> Grader:
+    def async_(self, name: str, work: Work, score: float = 1.0) -> Grader:
+        self.ended[name] = threading.Event()
+
         async def fn(task: Task, trajectory: Trajectory) -> Grade:
             start = time.perf_counter() - self.t0
-            await asyncio.sleep(delay)
+            await (asyncio.to_thread(work) if callable(work) else asyncio.sleep(work))
             self.spans[name] = (start, time.perf_counter() - self.t0)
+            self.ended[name].set()
             return Grade(score=score)
 
         return Grader(fn, name=name)
+
+
+def meeting(parties: int) -> Callable[[], object]:
+    """A call that returns once ``parties`` callers are in it at the same moment (it raises
+    ``BrokenBarrierError`` after 60 s, which only bounds a failure: graders run one at a time)."""
+    barrier = threading.Barrier(parties)
+    return lambda: barrier.wait(60)
 
 
 def test_independent_sync_and_async_graders_overlap() -> None:
     clock = Clock()
-    rubric = Rubric([clock.sync("a", 0.3), clock.sync("b", 0.3), clock.async_("c", 0.3)])
-    t0 = time.perf_counter()
+    meet = meeting(3)  # each grader waits until all three are running
+    rubric = Rubric([clock.sync("a", meet), clock.sync("b", meet), clock.async_("c", meet)])
     score = asyncio.run(rubric.score(TASK, _traj("x")))
-    wall = time.perf_counter() - t0
-    assert score.reward == 3.0
-    assert wall < 0.6, wall  # three 0.3 s graders at once, not 0.9 s
+    assert score.reward == 3.0, score.grades  # no grader's meeting broke: three at once
     starts = [clock.spans[n][0] for n in "abc"]
     ends = [clock.spans[n][1] for n in "abc"]
     assert max(starts) < min(ends)  # all three were running at the same moment
@@ -73,8 +91,13 @@ def test_independent_sync_and_async_graders_overlap() -> None:
 
 def test_gated_grader_waits_for_its_own_dependency_only() -> None:
     clock = Clock()
+    # "slow" ends only once "after_fast" has: it would wait 60 s if "after_fast" waited for it
     rubric = Rubric(
-        [clock.sync("slow", 0.5), clock.async_("fast", 0.05), clock.sync("after_fast", 0.05)],
+        [
+            clock.sync("slow", lambda: clock.ended["after_fast"].wait(60)),
+            clock.async_("fast", 0.05),
+            clock.sync("after_fast", 0.05),
+        ],
         gates={"after_fast": ["fast"]},
     )
     asyncio.run(rubric.score(TASK, _traj("x")))
@@ -84,14 +107,14 @@ def test_gated_grader_waits_for_its_own_dependency_only() -> None:
 
 def test_penalties_run_beside_graders_and_add_up() -> None:
     clock = Clock()
+    meet = meeting(4)  # the grader and the three penalties wait until all four are running
     rubric = Rubric(
-        [clock.sync("g", 0.3)],
-        penalties=[Penalty(clock.async_("hedge", 0.3), 0.5), Penalty(clock.sync("copy", 0.3, 0.0), 2.0)],
-        penalty=Penalty(clock.sync("net", 0.3), 1.0),
+        [clock.sync("g", meet)],
+        penalties=[Penalty(clock.async_("hedge", meet), 0.5), Penalty(clock.sync("copy", meet, 0.0), 2.0)],
+        penalty=Penalty(clock.sync("net", meet), 1.0),
     )
-    t0 = time.perf_counter()
     score = asyncio.run(rubric.score(TASK, _traj("x")))
-    assert time.perf_counter() - t0 < 0.7
+    assert all(g.ok for g in score.grades.values()), score.grades  # no meeting broke: all ran at once
     assert score.penalty == 1.5 and score.reward == pytest.approx(1.0 - 1.5)
     assert {k: g.score for k, g in score.grades.items() if k.startswith("penalty:")} == {
         "penalty:net": 1.0,

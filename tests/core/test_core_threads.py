@@ -32,12 +32,11 @@ async def test_results_errors_and_context_come_back_from_many_concurrent_calls()
 
 async def test_a_hung_call_times_out_and_the_others_go_on() -> None:
     release = threading.Event()
-    hung = in_thread(release.wait, 5.0)
-    start = time.perf_counter()
+    hung = in_thread(release.wait, 60.0)  # hangs until the test releases it (60 s only bounds a failure)
     assert await asyncio.gather(*(in_thread(lambda x: x + 1, i) for i in range(50))) == list(range(1, 51))
+    assert not hung.done()  # the others finished while the hung call still held its thread
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(hung, 0.1)
-    assert time.perf_counter() - start < 2.0
     release.set()
     await asyncio.sleep(0.05)  # the finished call of a cancelled future is dropped quietly
 

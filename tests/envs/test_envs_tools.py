@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import jsonschema
@@ -154,12 +156,8 @@ def final_is_answer(task: Task, t: Trajectory) -> bool:
 
 
 def make_env(**kw: Any) -> Calc:
-    return Calc(
-        [add, boom, slow, sync_slow, count],
-        rubric=Rubric([Grader(final_is_answer)]),
-        tool_timeout_s=0.2,
-        **kw,
-    )
+    kw.setdefault("tool_timeout_s", 0.2)
+    return Calc([add, boom, slow, sync_slow, count], rubric=Rubric([Grader(final_is_answer)]), **kw)
 
 
 def script(*turns: Sequence[ToolCall] | str) -> ScriptedPolicy:
@@ -224,7 +222,7 @@ async def test_model_mistakes_become_tool_messages() -> None:
 
 
 async def test_state_is_per_episode_and_stored() -> None:
-    env = make_env(parallel_tool_calls=True)
+    env = make_env(parallel_tool_calls=True, tool_timeout_s=60)  # sync_slow's 0.05 s never times out
     policy = script([call("count", "{}", 0), call("sync_slow", "{}", 1)], [call("count", "{}", 2)], "done")
     first, second = await asyncio.gather(run(env, policy), run(env, policy))
     assert first.state == {"n": 2} and second.state == {"n": 2}
@@ -296,14 +294,32 @@ def test_check_env_on_a_tool_env() -> None:
 
 
 async def test_sync_tool_timeout_counts_only_its_own_run() -> None:
+    release = threading.Event()
+
     @tool
-    def nap(seconds: float) -> str:
-        """Sleep."""
-        time.sleep(seconds)
+    def hold() -> str:
+        """Wait for the test (60 s only bounds a failure)."""
+        release.wait(60)
+        return "held"
+
+    @tool
+    def nap() -> str:
+        """Return at once."""
         return "woke"
 
-    with pytest.raises(TimeoutError):
-        await nap.call({"seconds": 0.3}, timeout=0.05)
-    # More calls than worker threads: queued calls must not time out while they wait for a thread.
-    outputs = await asyncio.gather(*(nap.call({"seconds": 0.05}, timeout=0.25) for _ in range(40)))
-    assert outputs == ["woke"] * 40
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))  # this test's loop only
+    try:
+        with pytest.raises(TimeoutError):
+            await hold.call({}, timeout=0.05)  # its thread stays busy until the release
+        blocker = asyncio.ensure_future(hold.call({}))  # the second and last thread
+        # More calls than worker threads: queued calls must not time out while they wait for a
+        # thread. They wait longer than their timeout for certain (both threads are held), then
+        # each runs in far less than it.
+        queued = asyncio.gather(*(nap.call({}, timeout=1.0) for _ in range(8)))
+        await asyncio.sleep(1.2)
+        assert not queued.done()
+        release.set()
+        assert await queued == ["woke"] * 8
+        assert await blocker == "held"
+    finally:
+        release.set()

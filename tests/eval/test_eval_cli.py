@@ -111,8 +111,9 @@ def test_faults_end_as_scores_or_errors_with_reasons(tmp_path: Path) -> None:
         return fault.rstrip("!") if fault.endswith("!") or attempt == 0 else None
 
     toml = tmp_path / "c.toml"
-    toml.write_text("timeout = 0.4\nmax_retries = 2\nconcurrency = 8\n")
-    with FakeServer(plan, slow_s=1.2, retry_after="0.1") as srv:
+    # a slow answer (30 s) is far past the 1 s timeout, which every other answer (ms) is far inside
+    toml.write_text("timeout = 1.0\nmax_retries = 2\nconcurrency = 8\n")
+    with FakeServer(plan, slow_s=30, retry_after="0.1") as srv:
         code, out = cli(
             ENV,
             "--base-url",
@@ -153,12 +154,14 @@ def test_faults_end_as_scores_or_errors_with_reasons(tmp_path: Path) -> None:
 
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     args = ["-n", "40", "-k", "3", "--concurrency", "4", "--seed", "11", "--model", "m"]
-    with FakeServer(delay_s=0.02) as srv:
+    cut = random.Random().randint(5, 90)  # of the 120 samples; a new point on each run
+    # the second server answers `cut` requests and holds the rest: the kill provably lands mid-run
+    with FakeServer(delay_s=0.02) as srv, FakeServer(hold_after=cut) as held:
         code, out = cli(ENV, "--base-url", srv.url, *args, "--out", str(tmp_path / "full"))
         assert code == 0, out
         killed = tmp_path / "killed"
-        proc = spawn(ENV, "--base-url", srv.url, *args, "--out", str(killed))
-        wait_for_lines(killed / "results.jsonl", random.Random().randint(5, 90), proc)
+        proc = spawn(ENV, "--base-url", held.url, *args, "--out", str(killed))
+        wait_for_lines(killed / "results.jsonl", cut, proc)
         proc.kill()
         proc.wait()
         assert proc.returncode == -signal.SIGKILL

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -29,11 +28,10 @@ BOOT = "def f():\n    return open('/proc/1/stat').read().split()[21]\n"
 
 
 def test_wall_clock_limit_stops_a_spinning_candidate_at_the_limit() -> None:
-    start = time.monotonic()
     res = run_function_tests(SPIN, "assert f() is None\n", "f", timeout_s=1.0, timeout_clock="wall")
-    took = time.monotonic() - start
+    # the wall-clock limit stopped it, not the CPU clock (3 CPU s here) nor the 5 s wall backstop,
+    # whose reasons differ: the reason, not the time taken, says which
     assert not res.all_passed and "wall-clock limit of 1s" in res.cases[0].reason, res.detail()
-    assert took < 2.5, took  # the CPU clock allows 3 CPU s and a 5 s wall backstop here
     with pytest.raises(ValueError, match="timeout_clock"):
         code_grader(timeout_clock="sundial")
 

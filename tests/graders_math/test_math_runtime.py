@@ -26,8 +26,8 @@ def _task(answer: str | None, **info: object) -> Task:
 def test_timeout_is_an_errored_verdict_and_the_worker_recovers() -> None:
     assert check_equivalent("4", r"\boxed{4}").accepted  # warm worker
     start = time.monotonic()
-    verdict = check_equivalent("1", r"\boxed{2^{2^{100}}}", timeout=1.0)
-    assert time.monotonic() - start < 6
+    verdict = check_equivalent("1", r"\boxed{2^{2^{100}}}", timeout=1.0)  # never finishes on its own
+    assert time.monotonic() - start < 60  # only bounds a hang: the reason says the timeout fired
     assert verdict.error is not None and "timed out" in verdict.reason and not verdict.accepted
     assert check_equivalent(r"\frac{3}{4}", "The answer is $0.75$.").accepted
 

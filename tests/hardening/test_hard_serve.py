@@ -6,13 +6,14 @@ special-token text reaches ``content``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,21 +187,63 @@ def test_completions_stream_as_sse(server: tuple[str, Any, Path]) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == whole["finish_reason"]
 
 
-def test_abandoned_streams_stop_generating(server: tuple[str, Any, Path]) -> None:
-    url, _, _ = server
-    quick = chat(max_tokens=4, temperature=0)
-    t0 = time.perf_counter()
-    assert httpx.post(f"{url}/v1/chat/completions", json=quick, timeout=60).status_code == 200
-    alone = time.perf_counter() - t0
+def test_abandoned_streams_stop_generating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process, to see the rows: each stream's row waits (in the generating thread) at its 3rd
+    token until the server marks it cancelled, the client hangs up only then, so the hang-up provably
+    lands mid-row at any speed; the row must stop right there (not after its 1500 tokens)."""
+    from verigym.policies.local import LocalPolicy, RowSpec
+    from verigym.serve import RunningServer
+
+    model = tiny.create("tiny", tmp_path / "model", seed=0)
+    policy = LocalPolicy.from_pretrained(model, device="cpu", stop_token_ids=[])  # no row ends early
+    rows: list[RowSpec] = []
+    made: dict[int, int] = {}
+    passes = [0, 0]  # started, ended
+    submit, run = policy.submit, policy.run
+
+    def until(done: Callable[[], bool], what: str) -> None:  # 60 s only bounds a failure
+        end = time.monotonic() + 60
+        while not done():
+            assert time.monotonic() < end, what
+            time.sleep(0.002)
+
+    async def watched(specs: list[RowSpec], *args: Any, **kwargs: Any) -> Any:
+        for spec in specs if specs[0].max_tokens == 1500 else ():  # the streams' rows
+            push = spec.on_token
+
+            def on_token(token: int, spec: RowSpec = spec, push: Any = push) -> None:
+                made[id(spec)] = made.get(id(spec), 0) + 1
+                if push is not None:
+                    push(token)
+                if made[id(spec)] == 3:
+                    with contextlib.suppress(AssertionError):  # never cancelled: the row runs on
+                        until(lambda: spec.cancelled, "")
+
+            spec.on_token = on_token
+            rows.append(spec)
+        return await submit(specs, *args, **kwargs)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        passes[0] += 1
+        try:
+            return run(*args, **kwargs)
+        finally:
+            passes[1] += 1
+
+    monkeypatch.setattr(policy, "submit", watched)
+    monkeypatch.setattr(policy, "run", counted)
     long = {"model": "tiny", "messages": MSG, "max_tokens": 1500, "stream": True, "temperature": 1.0}
-    for _ in range(20):
-        with httpx.stream("POST", f"{url}/v1/chat/completions", json=long, timeout=60) as r:
-            next(r.iter_lines())  # the first chunk arrived: the row is generating; then hang up
-    time.sleep(0.3)
-    t0 = time.perf_counter()
-    assert httpx.post(f"{url}/v1/chat/completions", json=quick, timeout=60).status_code == 200
-    after = time.perf_counter() - t0
-    assert after < max(1.0, 5 * alone), (alone, after)
+    with RunningServer(policy, name="tiny") as srv:
+        for i in range(20):
+            with httpx.stream("POST", f"{srv.url}/chat/completions", json=long, timeout=60) as r:
+                assert r.status_code == 200
+                until(lambda i=i: len(rows) > i and made.get(id(rows[i]), 0) >= 3, "the row never started")
+            # hung up; the next stream's row comes in a later pass
+        until(lambda: passes[1] == passes[0], "the pass never ended")
+        quick = chat(max_tokens=4, temperature=0)
+        assert httpx.post(f"{srv.url}/chat/completions", json=quick, timeout=60).status_code == 200
+    assert len(rows) == 20 and all(spec.cancelled for spec in rows)
+    assert [made[id(spec)] for spec in rows] == [3] * 20  # not one token after the hang-up
 
 
 def test_no_special_token_text_in_content(server: tuple[str, Any, Path]) -> None:

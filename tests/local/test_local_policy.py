@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -308,15 +309,37 @@ async def test_a_short_call_does_not_wait_for_a_long_running_pass(tiny_dir: Path
     policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", stop_token_ids=[])
     ids = policy.encode(PROMPTS[0])
     made: list[int] = []
+    # The long row waits (in the generating thread) at its 4th token until the short call is queued,
+    # and again from the step after the short row's token until the test has looked: the short call
+    # provably arrives and returns mid-pass at any speed (60 s only bounds a failure).
+    queued, looked = threading.Event(), threading.Event()
+    short_at: list[int] = []
     long = policy.spec(ids, Sampling(max_tokens=300), 1)
-    long.on_token = made.append
+    short_spec = policy.spec(ids, Sampling(max_tokens=1), 2)
+
+    def long_token(token: int) -> None:
+        made.append(token)
+        if len(made) == 4:
+            queued.wait(60)
+        if short_at and len(made) >= short_at[0] + 2:  # after the step that finished the short row
+            looked.wait(60)
+
+    long.on_token = long_token
+    short_spec.on_token = lambda token: short_at.append(len(made))
     running = asyncio.create_task(policy.submit([long]))
-    while len(made) < 4:
-        await asyncio.sleep(0.001)
-    short = await policy.submit([policy.spec(ids, Sampling(max_tokens=1), 2)])
-    at = len(made)
-    assert not running.done() and at < 300
-    assert len(short[0].token_ids) == 1 and policy.passes == 1  # it joined the running pass
+    try:
+        while len(made) < 4:
+            await asyncio.sleep(0.001)
+        short_call = asyncio.create_task(policy.submit([short_spec]))
+        await asyncio.sleep(0)  # the call ran up to its wait: it is in the running pass's inbox
+        queued.set()
+        short = await short_call
+        at = len(made)
+        assert not running.done() and at < 300
+        assert len(short[0].token_ids) == 1 and policy.passes == 1  # it joined the running pass
+    finally:
+        queued.set()
+        looked.set()
     assert len((await running)[0].token_ids) == 300
     alone = policy.run([policy.spec(ids, Sampling(max_tokens=1), 2)])
     assert short[0].token_ids == alone[0].token_ids

@@ -83,8 +83,11 @@ async def test_invalid_tool_arguments_are_kept_not_raised() -> None:
 @pytest.mark.parametrize("transport", ["aiohttp", "sdk", "sdk-httpx"])
 @pytest.mark.parametrize("fault", ["500", "trunc", "empty", "slow"])
 async def test_transient_faults_are_retried(fault: str, transport: str) -> None:
-    with FakeServer(lambda body, attempt: fault if attempt < 2 else None, slow_s=1.0) as srv:
-        policy = OpenAIPolicy("m", [srv.url], timeout=0.3, max_retries=3, transport=transport, **FAST)  # type: ignore[arg-type]
+    # a "slow" answer would come after 30 s, far past the 1 s timeout, which the good answer (a few
+    # ms) is far inside; the other faults answer at once, so their timeout only bounds a hang
+    timeout = 1.0 if fault == "slow" else 30.0
+    with FakeServer(lambda body, attempt: fault if attempt < 2 else None, slow_s=30) as srv:
+        policy = OpenAIPolicy("m", [srv.url], timeout=timeout, max_retries=3, transport=transport, **FAST)  # type: ignore[arg-type]
         c = await policy.complete(ASK, sampling=Sampling(seed=1))
         await policy.aclose()
     assert c.text == "The answer is 5" and policy.retries == 2
@@ -113,7 +116,7 @@ async def test_other_4xx_is_not_retried(transport: str) -> None:
 
 
 async def test_exhausted_retries_raise_policy_error_with_reason() -> None:
-    with FakeServer(lambda body, attempt: "slow", slow_s=1.0) as srv:
+    with FakeServer(lambda body, attempt: "slow", slow_s=30) as srv:  # far past the timeout, for certain
         policy = OpenAIPolicy("m", [srv.url], timeout=0.2, max_retries=1, **FAST)
         with pytest.raises(PolicyError) as info:
             await policy.complete(ASK, sampling=Sampling(seed=1))
@@ -134,10 +137,19 @@ async def test_unreachable_endpoint(transport: str) -> None:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "sdk", "sdk-httpx"])
 async def test_concurrency_bound_and_load_balancing(transport: str) -> None:
-    with FakeServer(delay_s=0.05) as a, FakeServer(delay_s=0.05) as b:
+    # both servers hold every request until the test releases them: once three have reached each,
+    # the released three are in flight at once there, however slowly the client sent them
+    with FakeServer(delay_s=0.05, hold_after=0) as a, FakeServer(delay_s=0.05, hold_after=0) as b:
         policy = OpenAIPolicy("m", [a.url, b.url], concurrency=3, transport=transport, **FAST)  # type: ignore[arg-type]
         assert await policy.check() == ["fake-model"]
-        await asyncio.gather(*(policy.complete(ASK, sampling=Sampling(seed=i)) for i in range(24)))
+        done = asyncio.gather(*(policy.complete(ASK, sampling=Sampling(seed=i)) for i in range(24)))
+        end = time.monotonic() + 60  # only bounds a hang
+        while not (a.n_requests == 3 and b.n_requests == 3):
+            assert time.monotonic() < end and not done.done(), (a.n_requests, b.n_requests)
+            await asyncio.sleep(0.005)
+        a.release()
+        b.release()
+        await done
         await policy.aclose()
     assert len(a.requests) == len(b.requests) == 12
     assert a.max_in_flight <= 3 and b.max_in_flight <= 3 and a.max_in_flight == 3
