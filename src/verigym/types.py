@@ -224,6 +224,25 @@ class Trajectory(BaseModel):
         return ""
 
     @property
+    def prefix_breaks(self) -> tuple[int, int]:
+        """(turn pairs, breaks): of the model turns after the first, how many got a prompt that does not
+        extend the ids the model saw and produced before (a template that re-renders history, e.g. one
+        that strips earlier reasoning). Only turns with exact token ids count. A break costs training one
+        more row (``train.samples``), never a wrong id."""
+        pairs = breaks = 0
+        seen: list[int] | None = None
+        for c in self.completions:
+            if c.prompt_token_ids is None or c.completion_token_ids is None or not c.token_ids_exact:
+                seen = None
+                continue
+            prompt = list(c.prompt_token_ids)
+            if seen is not None:
+                pairs += 1
+                breaks += prompt[: len(seen)] != seen
+            seen = prompt + list(c.completion_token_ids)
+        return pairs, breaks
+
+    @property
     def usage(self) -> Usage:
         """Token counts summed over every completion."""
         completions = self.completions

@@ -133,6 +133,7 @@ class Aggregate:
         self._truncated = 0
         self._empty = 0
         self._tool_calls = [0, 0]  # parsed calls, malformed tool-call blocks (Completion.malformed)
+        self._prefix = [0, 0]  # multi-turn pairs with exact ids, of which the prompt broke the prefix
 
     def add(self, record: Record, order: int, task: int) -> None:
         self.n_samples += 1
@@ -179,6 +180,10 @@ class Aggregate:
             if turn.completion is not None:
                 self._tool_calls[0] += len(turn.completion.tool_calls)
                 self._tool_calls[1] += turn.completion.malformed.count("tool_call")
+        if len(record.trajectory.turns) > 1:
+            pairs, breaks = record.trajectory.prefix_breaks
+            self._prefix[0] += pairs
+            self._prefix[1] += breaks
 
     def rewards(self) -> list[float]:
         """The rewards of the scored records (arrival order)."""
@@ -217,6 +222,7 @@ class Aggregate:
             "completion_tokens_mean": self._completion[0] / ok if ok else None,
             "completion_tokens_max": self._completion[1] if ok else None,
             "truncation_rate": self._truncated / ok if ok else None,
+            "prefix_breaks": {"turn_pairs": self._prefix[0], "breaks": self._prefix[1]},
             "tool_call_parse_failures": self._tool_calls[1],
             "tool_call_parse_failure_rate": self._tool_calls[1] / sum(self._tool_calls)
             if sum(self._tool_calls)

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verigym.policies._batcher import Live, Queue, Request
-from verigym.policies._chat import encode_chat, special_texts, strip_markers
+from verigym.policies._chat import encode_chat, render_chat, special_texts, strip_markers
 from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
+from verigym.policies._history import TurnHistory
 from verigym.policies._lora import AS_IS as _AS_IS
 from verigym.policies._lora import AdapterMixin
 from verigym.policies._toolformats import TOOL_FORMATS, default_format, get_format
@@ -110,6 +111,7 @@ class LocalPolicy(AdapterMixin):
         self._lock = threading.RLock()
         self._adapter: str | None = _AS_IS  # as is: a trainer's PeftModel samples with its own active LoRA
         self._encoded: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._history = TurnHistory()  # sampled ids, so later turns' prompts are token-exact
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Queue] = (
             weakref.WeakKeyDictionary()
         )
@@ -193,11 +195,22 @@ class LocalPolicy(AdapterMixin):
         )
         ids = self._encoded.get(key)
         if ids is None:
-            ids = tuple(encode_chat(self.tokenizer, messages, tools, tool_format=self.tool_format))
+            ids = tuple(self._render_ids(messages, tools))
             if len(self._encoded) >= _ENCODE_CACHE:
                 self._encoded.pop(next(iter(self._encoded)), None)  # oldest first
             self._encoded[key] = ids
         return list(ids)
+
+    def _render_ids(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None) -> list[int]:
+        last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+        if last > 0:  # a later turn: splice in the ids the model sampled (policies._history)
+            text = render_chat(self.tokenizer, messages, tools, tool_format=self.tool_format)
+            spliced = self._history.splice(self.tokenizer, lambda: self.encode(messages[:last], tools), text)
+            if spliced is not None:
+                return spliced
+            ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            return ids
+        return encode_chat(self.tokenizer, messages, tools, tool_format=self.tool_format)
 
     def clear_encode_cache(self) -> None:
         """Forget the memoised prompt token ids (benchmarks that compare against re-tokenising peers)."""
@@ -297,6 +310,7 @@ class LocalPolicy(AdapterMixin):
                 finish = "tool_calls"
         text = strip_markers(text, self.markers)
         n_prompt, n_out = len(spec.prompt_ids), len(result.token_ids)
+        self._history.remember(tuple(spec.prompt_ids), tuple(result.token_ids))
         values: dict[str, Any] = {
             "text": text,
             "tool_calls": calls,
