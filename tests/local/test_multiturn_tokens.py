@@ -4,6 +4,7 @@ the ids the model sampled, then the environment's message as the template render
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,15 @@ LLAMA3 = (
 
 
 @pytest.fixture(scope="module")
-def policy() -> LocalPolicy:
+def shared() -> LocalPolicy:
     return LocalPolicy.from_pretrained(Path(pull("smollm2-135m-instruct")))
+
+
+@pytest.fixture
+def policy(shared: LocalPolicy) -> Iterator[LocalPolicy]:
+    own = shared.tokenizer.chat_template
+    yield shared
+    shared.tokenizer.chat_template = own  # a test that swaps the template leaves SmolLM2's own behind
 
 
 def _turn(policy: LocalPolicy, messages: list[Message], sampled: list[int]) -> Completion:
@@ -51,53 +59,37 @@ def _non_canonical(policy: LocalPolicy, text: str) -> list[int]:
     return [*ids, tok.convert_tokens_to_ids("<|im_end|>")]
 
 
-@pytest.mark.parametrize("template", ["own", CHATML, LLAMA3])
-def test_next_prompt_extends_the_sampled_ids(policy: LocalPolicy, template: str) -> None:
-    if template != "own":
-        policy.tokenizer.chat_template = template
+def _two_turns(policy: LocalPolicy, first_reply: str) -> tuple[list[int], list[int], Trajectory]:
+    """A guess sampled with a non-canonical split, the environment's answer, a second guess: (the ids the
+    model saw and produced in turn 1, the prompt of turn 2, the trajectory)."""
     first = [Message(role="user", content="Guess a 5-letter word.")]
-    sampled = _non_canonical(policy, "crane")
+    sampled = _non_canonical(policy, first_reply)
     done = _turn(policy, first, sampled)
     history = [
         *first,
         Message(role="assistant", content=done.text),
         Message(role="user", content="C _ _ _ E"),
     ]
-    nxt = policy.encode(history)
-    assert done.prompt_token_ids is not None
-    seen = [*done.prompt_token_ids, *sampled]
-    assert nxt[: len(seen)] == seen  # exactly what the model saw and produced, not a re-tokenisation
     second = _turn(policy, history, _non_canonical(policy, "caste"))
-    trajectory = Trajectory(
-        task_id="t",
-        prompt=first,
-        turns=[
-            Turn(source="model", messages=[], completion=done),
-            Turn(source="model", messages=[], completion=second),
-        ],
-    )
+    assert done.prompt_token_ids is not None and second.prompt_token_ids is not None
+    turns = [Turn(source="model", messages=[], completion=c) for c in (done, second)]
+    seen = [*done.prompt_token_ids, *sampled]
+    return seen, list(second.prompt_token_ids), Trajectory(task_id="t", prompt=first, turns=turns)
+
+
+@pytest.mark.parametrize("template", ["own", CHATML, LLAMA3])
+def test_next_prompt_extends_the_sampled_ids(policy: LocalPolicy, template: str) -> None:
+    if template != "own":
+        policy.tokenizer.chat_template = template
+    seen, nxt, trajectory = _two_turns(policy, "crane")
+    assert nxt[: len(seen)] == seen  # exactly what the model saw and produced, not a re-tokenisation
     assert trajectory.prefix_breaks == (1, 0)
 
 
 def test_a_template_that_rewrites_history_is_measured(policy: LocalPolicy) -> None:
     policy.tokenizer.chat_template = STRIPS_THINKING
-    first = [Message(role="user", content="Guess a 5-letter word.")]
-    sampled = _non_canonical(policy, "<think>hmm</think>crane")
-    done = _turn(policy, first, sampled)
-    history = [
-        *first,
-        Message(role="assistant", content=done.text),
-        Message(role="user", content="C _ _ _ E"),
-    ]
-    second = _turn(policy, history, _non_canonical(policy, "caste"))
-    trajectory = Trajectory(
-        task_id="t",
-        prompt=first,
-        turns=[
-            Turn(source="model", messages=[], completion=done),
-            Turn(source="model", messages=[], completion=second),
-        ],
-    )
+    seen, nxt, trajectory = _two_turns(policy, "<think>hmm</think>crane")
+    assert nxt[: len(seen)] != seen
     assert trajectory.prefix_breaks == (1, 1)
 
 
