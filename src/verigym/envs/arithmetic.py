@@ -31,7 +31,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import procedural_tasks
@@ -161,6 +161,7 @@ class ArithmeticEnv(SingleTurnEnv):
 
     name = "arithmetic"
     description = "Integer arithmetic (levels 1-5: digits, terms, + - *); exact integer answers."
+    real_model_args: ClassVar[dict[str, Any]] = {"verbose": True}  # "Compute 12 + 34 ... \\boxed{}"
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Rubric
@@ -30,6 +30,8 @@ class Environment(ABC):
 
     name: str = "environment"
     description: str = ""
+    # arguments a real (pretrained) model gets unless the user set them: the defaults suit the tiny model
+    real_model_args: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, *, rubric: Rubric | None = None, system_prompt: str | None = None) -> None:
         self.rubric = rubric if rubric is not None else Rubric()

@@ -143,7 +143,7 @@ class LocalPolicy(AdapterMixin):
         except (OSError, ValueError) as exc:
             raise PolicyError("model_not_found", load_failure(str(path), exc)) from None
         model.eval()
-        kwargs.setdefault("name", Path(str(path)).name or str(path))
+        kwargs.setdefault("name", _display_name(str(path)))
         policy = cls(model, tokenizer, device=device, **kwargs)
         if adapter.is_file():
             policy.load_adapter(path, "default")
@@ -172,6 +172,12 @@ class LocalPolicy(AdapterMixin):
         """The tokenizer's special and added tokens as text (``<|user|>``, ``<tool_call>``...): never
         part of a completion's text."""
         return special_texts(self.tokenizer)
+
+    @property
+    def is_toy(self) -> bool:
+        """A character-level model verigym built itself (its vocabulary is ~110 characters), not a
+        pretrained one: environments keep their tiny-model defaults (``Environment.real_model_args``)."""
+        return len(self.tokenizer) < 1000
 
     @property
     def context_length(self) -> int:
@@ -454,6 +460,21 @@ class LocalPolicy(AdapterMixin):
         if pad is None:
             pad = self.eos_ids[0] if self.eos_ids else 0
         return int(pad)
+
+
+_GENERIC_DIRS = frozenset({"checkpoint", "checkpoints", "model", "sft", "final", "latest"})
+
+
+def _display_name(path: str) -> str:
+    """A model's name: its directory's, or for a run's generic one the run's (``runs/quickstart/checkpoint``
+    is ``quickstart``; ``runs/x/checkpoints/step_000005/model`` is ``x@step_000005``)."""
+    step = ""
+    for part in reversed(Path(path).parts):
+        if part.startswith("step_"):
+            step = step or f"@{part}"
+        elif part not in _GENERIC_DIRS:
+            return part + step
+    return Path(path).name or path
 
 
 def _has_tokenizer(path: str | Path) -> bool:

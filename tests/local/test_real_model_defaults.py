@@ -1,0 +1,42 @@
+"""Defaults written for the tiny model are not forced on a pretrained one: arithmetic asks SmolLM2 in
+words with a \\boxed{} answer (recorded in config.json for --resume); a run's checkpoint is named after
+its run, not `checkpoint`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from verigym.cli import app
+from verigym.policies.catalogue import pull
+from verigym.policies.local import _display_name
+
+runner = CliRunner()
+
+
+def _eval(tmp_path: Path, model: str, *extra: str) -> dict[str, object]:
+    out = tmp_path / model
+    args = ["eval", "arithmetic", "--model", model, "-n", "2", "--max-tokens", "4", "--threads", "1"]
+    done = runner.invoke(app, [*args, "--out", str(out), *extra])
+    assert done.exit_code == 0, done.output
+    config: dict[str, object] = json.loads((out / "config.json").read_text())["config"]
+    return config
+
+
+def test_a_pretrained_model_gets_the_worded_prompt_and_the_toy_keeps_its_own(tmp_path: Path) -> None:
+    pull("smollm2-135m-instruct")
+    real = _eval(tmp_path, "smollm2-135m-instruct")
+    assert real["env_args"] == {"verbose": True}
+    record = json.loads((tmp_path / "smollm2-135m-instruct" / "results.jsonl").read_text().splitlines()[0])
+    assert "\\boxed{}" in record["trajectory"]["prompt"][-1]["content"]
+    assert _eval(tmp_path, "tiny")["env_args"] == {}
+    chosen = _eval(tmp_path / "own", "smollm2-135m-instruct", "--env-arg", "verbose=false")
+    assert chosen["env_args"] == {"verbose": False}  # what the user sets wins
+
+
+def test_checkpoints_are_named_after_their_run() -> None:
+    assert _display_name("runs/quickstart/checkpoint") == "quickstart"
+    assert _display_name("runs/x/checkpoints/step_000005/model") == "x@step_000005"
+    assert _display_name("/models/smollm2-135m-instruct") == "smollm2-135m-instruct"
