@@ -27,6 +27,12 @@ def cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output  # stdout and stderr, interleaved
 
 
+def default_sigint() -> None:
+    """In the child: Ctrl-C as a terminal gives it, even when the test runs in the background (a shell
+    starts background jobs with SIGINT ignored, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "verigym", "eval", *args],
@@ -34,6 +40,7 @@ def spawn(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=default_sigint,
     )
 
 

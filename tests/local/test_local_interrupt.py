@@ -44,6 +44,9 @@ def test_a_signal_stops_local_generation_within_a_step(tmp_path: Path, sig: sign
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=lambda: signal.signal(
+            signal.SIGINT, signal.SIG_DFL
+        ),  # as a terminal gives it, in background runs too
     )
     try:
         end = time.monotonic() + 120
