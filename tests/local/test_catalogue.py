@@ -75,8 +75,7 @@ def test_saved_weights_give_the_gguf_models_logits(pulled: Path, policy: LocalPo
     from transformers import AutoConfig, AutoModelForCausalLM
 
     gguf = catalogue.local_gguf(NAME)
-    if gguf is None:
-        pytest.skip("the verified GGUF is not on this machine (pull keeps it in models_dir()/.gguf)")
+    assert gguf is not None, "pull keeps the verified GGUF in models_dir()/.gguf"
     meta = catalogue.gguf_metadata(gguf)
     assert meta["general.architecture"] == "llama" and "<|im_start|>" in meta["tokenizer.chat_template"]
     assert policy.tokenizer.chat_template == meta["tokenizer.chat_template"]
