@@ -1,6 +1,6 @@
-"""Defaults written for the tiny model are not forced on a pretrained one: arithmetic asks SmolLM2 in
-words with a \\boxed{} answer (recorded in config.json for --resume); a run's checkpoint is named after
-its run, not `checkpoint`."""
+"""What a pretrained model meets: arithmetic asks SmolLM2 in words with a \\boxed{} answer (recorded in
+config.json for --resume); a run's checkpoint is named after its run, not `checkpoint`; SFT trains the
+assistant's tokens up to and including EOS, exactly what is sampled."""
 
 from __future__ import annotations
 
@@ -40,3 +40,26 @@ def test_checkpoints_are_named_after_their_run() -> None:
     assert _display_name("runs/quickstart/checkpoint") == "quickstart"
     assert _display_name("runs/x/checkpoints/step_000005/model") == "x@step_000005"
     assert _display_name("/models/smollm2-135m-instruct") == "smollm2-135m-instruct"
+
+
+def test_sft_masks_the_assistant_tokens_up_to_and_including_eos() -> None:
+    from transformers import AutoTokenizer
+
+    from verigym.train.sft import messages_row
+    from verigym.types import Message
+
+    tok = AutoTokenizer.from_pretrained(str(pull("smollm2-135m-instruct")))
+    convo = [
+        Message(role="user", content="1+2="),
+        Message(role="assistant", content="3"),
+        Message(role="user", content="again"),
+        Message(role="assistant", content="4"),
+    ]
+    row = messages_row(tok, convo)
+    trained = [tok.decode([i]) for i, m in zip(row.ids, row.mask, strict=True) if m]
+    assert trained == [
+        "3",
+        "<|im_end|>",
+        "4",
+        "<|im_end|>",
+    ]  # ChatML's newline after <|im_end|> is not trained

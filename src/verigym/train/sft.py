@@ -48,7 +48,10 @@ def _encode(tokenizer: Any, messages: Sequence[Message], tools: Any, gen: bool) 
 
 
 def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None) -> Row:
-    """Tokenise a conversation with the chat template; mask 1 exactly on the assistant turns."""
+    """Tokenise a conversation with the chat template; mask 1 exactly on the assistant turns, up to and
+    including their EOS: what a template writes after it (ChatML's newline after ``<|im_end|>``) is never
+    sampled, so it is not trained."""
+    eos = getattr(tokenizer, "eos_token_id", None)
     ids: list[int] = []
     mask: list[int] = []
     for i, m in enumerate(messages):
@@ -58,7 +61,9 @@ def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None)
         full = _encode(tokenizer, messages[: i + 1], tools, False)
         if prefix[: len(ids)] != ids or full[: len(prefix)] != prefix:
             raise SFTDataError("the chat template does not render this conversation prefix-consistently")
-        mask += [0] * (len(prefix) - len(ids)) + [1] * (len(full) - len(prefix))
+        span = full[len(prefix) :]
+        sampled = len(span) - span[::-1].index(eos) if eos in span else len(span)
+        mask += [0] * (len(prefix) - len(ids)) + [1] * sampled + [0] * (len(span) - sampled)
         ids = full
     if not any(mask):
         raise SFTDataError("a conversation without an assistant turn")
