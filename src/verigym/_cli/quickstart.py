@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from verigym._cli.common import console, fail
 from verigym._library_output import to_run_dir
@@ -21,14 +22,25 @@ def register(app: typer.Typer) -> None:
             Path("runs/quickstart"), "--out", help="Run directory; `verigym eval` finds OUT/checkpoint."
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of the model, the tasks and the sampling."),
-        steps: int = typer.Option(None, "--steps", help="RL steps (default 100; 60 with --env calc)."),
-        threads: int = typer.Option(
-            1, "--threads", help="torch CPU threads (1 is fastest for the tiny model)."
+        steps: int = typer.Option(
+            None, "--steps", help="RL steps (default 100; 60 with --env calc; 40 with --model)."
+        ),
+        threads: int | None = typer.Option(
+            None,
+            "--threads",
+            help="torch CPU threads (default 1, fastest for the tiny model; torch's choice with --model).",
         ),
         env: str = typer.Option(
             "arithmetic",
             "--env",
             help="arithmetic (2-digit addition) or calc (an agent that learns to call a calculator tool).",
+        ),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            help="A real pretrained model (a catalogue name such as smollm2-135m-instruct, or a directory): "
+            "light SFT in its own chat template, then GRPO (DAPO), on 3-digit addition/subtraction asked in "
+            "words (default: the tiny model verigym builds).",
         ),
     ) -> None:
         """Offline demo: tiny model → light SFT on verified demos → GRPO (DAPO) → held-out pass@1 before/after."""
@@ -39,19 +51,36 @@ def register(app: typer.Typer) -> None:
         from verigym.train.quickstart import quickstart as run
         from verigym.train.quickstart import quickstart_config
 
-        torch.set_num_threads(max(1, threads))
+        if threads is not None or model is None:
+            torch.set_num_threads(max(1, threads or 1))
         to_run_dir(out)
         overrides = {} if steps is None else {"rl__steps": steps}
         if steps is not None and steps < 1:
             fail(f"--steps must be at least 1, got {steps}")
+        if env == "calc" and model is not None:
+            fail(
+                "--model runs the arithmetic recipe; the tool-use recipe (--env calc) is for the tiny model yet"
+            )
         if env == "calc":
             _calc(out if out != Path("runs/quickstart") else Path("runs/quickstart_calc"), seed, overrides)
             return
         if env != "arithmetic":
             fail(f"--env must be arithmetic or calc, got {env!r}")
-        cfg = quickstart_config(out, seed=seed, **overrides)
+        if model is not None:
+            from verigym.policies.catalogue import resolve
+            from verigym.train.quickstart_real import real_quickstart_config
+
+            try:
+                resolve(model)
+            except ValueError as exc:
+                fail(str(exc))
+            cfg = real_quickstart_config(out, model=model, seed=seed, **overrides)
+            what = f"{model} → light SFT on verified 3-digit arithmetic demos in its chat template"
+        else:
+            cfg = quickstart_config(out, seed=seed, **overrides)
+            what = "tiny model → light SFT on verified arithmetic demos"
         console.print(
-            "[bold]verigym quickstart[/]: tiny model → light SFT on verified arithmetic demos → "
+            f"[bold]verigym quickstart[/]: {escape(what)} → "
             f"GRPO (DAPO preset, {cfg.rl.steps} steps) → held-out pass@1 — offline, CPU"
         )
         with TrainProgress(
@@ -66,7 +95,7 @@ def register(app: typer.Typer) -> None:
         table.add_column("stage")
         table.add_column("pass@1", justify="right")
         for label, key in (
-            ("initial (random tiny)", "pass_at_1_initial"),
+            ("initial (random tiny)" if model is None else f"initial ({model})", "pass_at_1_initial"),
             ("after SFT", "pass_at_1_after_sft"),
             ("after RL", "pass_at_1_after_rl"),
         ):

@@ -45,7 +45,7 @@ def real_quickstart_config(
             "steps": 40,
             "groups_per_step": 4,
             "group_size": 8,
-            "lr": 5e-6,
+            "lr": 1e-5,
             "max_rounds": 1,
             "eval_every": 0,
         },
