@@ -30,7 +30,8 @@ def test_explicit_path_and_quickstart_checkpoint_are_used(
     home: Path, tiny_dir: Path, adapter_dir: Path
 ) -> None:
     policy, message = default.default_policy(str(tiny_dir))
-    assert message == f"local model {tiny_dir}" and policy.name == tiny_dir.name
+    assert message == f"local model {tiny_dir}"
+    assert tiny_dir.name == "model" and policy.name == tiny_dir.parent.name  # named after its run
     with pytest.raises(ValueError, match="no model here"):
         default.default_policy(str(home.parent))
     qs = Path("runs/quickstart/checkpoint")
