@@ -135,13 +135,12 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
 
     env_args = dict(config.env_args)
     env = _load_env(config.env, env_args)
-    if config.policy is not None:
-        policy, remote = _env_policy(env, config), False
-        description = f"{policy.name} (the environment's {config.policy} policy, no model)"
-    else:
+    policy: Any = None
+    extra = {k: v for k, v in env.real_model_args.items() if k not in env_args}
+    if extra and config.policy is None:  # whether they apply is known once the model is loaded
         policy, description, remote = eval_policy(config)
-        extra = {k: v for k, v in env.real_model_args.items() if k not in env_args}
-        if extra and (remote or not getattr(policy, "is_toy", False)):
+        # only where the model is known to be pretrained: a server may host the tiny model (`verigym serve`)
+        if not remote and not getattr(policy, "is_toy", True):
             env_args.update(extra)  # recorded in config.json, so --resume asks the same questions
             env = _load_env(config.env, env_args)
             config = config.model_copy(update={"env_args": env_args})
@@ -154,6 +153,11 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         fail(f"environment {config.env!r}: cannot load tasks: {exc}")
     if not tasks:
         fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
+    if config.policy is not None:
+        policy, remote = _env_policy(env, config), False
+        description = f"{policy.name} (the environment's {config.policy} policy, no model)"
+    elif policy is None:
+        policy, description, remote = eval_policy(config)
     if not remote:
         console.print(f"[yellow]{escape(description)}[/]")
     progress = Progress(
