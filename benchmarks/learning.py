@@ -8,6 +8,7 @@ the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread ea
     python benchmarks/learning.py --seeds 0-4                   # the quickstart recipe (DAPO preset)
     python benchmarks/learning.py --seeds 0-2 --presets grpo,dr_grpo,dapo,opo,rloo,reinforce++,gspo,skywork,lead,clip_cov,kl_cov --no-control
     python benchmarks/learning.py --env calc --seeds 0-2       # the tool-use recipe (quickstart --env calc)
+    python benchmarks/learning.py --model smollm2-135m-instruct --seeds 0-2 --set eval__tasks=50  # real model
 
 Targets (issue 12): after SFT within [0.25, 0.60] on every seed; after RL ≥ after SFT + 0.10 on
 every seed; mean lift ≥ 0.15; mean lift with shuffled rewards ≤ 0.02. With ``--env calc``: pass@1
@@ -68,8 +69,16 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         over = {"rl__preset": preset}
     if job["steps"]:
         over["rl__steps"] = job["steps"]
-    recipe = calc_quickstart_config if job["env"] == "calc" else quickstart_config
-    cfg = recipe(Path(job["out"]) / f"{preset}-{job['seed']}", seed=job["seed"], **over)
+    over.update(job["set"])
+    out = Path(job["out"]) / f"{preset}-{job['seed']}"
+    if job["model"]:
+        from verigym.train.quickstart_real import real_quickstart_config
+
+        torch.set_num_threads(job["threads"])
+        cfg = real_quickstart_config(out, model=job["model"], seed=job["seed"], **over)
+    else:
+        recipe = calc_quickstart_config if job["env"] == "calc" else quickstart_config
+        cfg = recipe(out, seed=job["seed"], **over)
     cache = Path(job["out"]) / f"sft-{job['seed']}.pt"  # one SFT per seed, shared by the presets
     graders = (TOOL,) if job["env"] == "calc" else ()
     result = learning_run(cfg, control=job["control"], sft_cache=cache, graders=graders)
@@ -170,7 +179,17 @@ def main() -> None:
     ap.add_argument("--no-control", action="store_true", help="skip the shuffled-reward control runs")
     ap.add_argument("--jobs", type=int, default=2, help="processes (one torch thread each)")
     ap.add_argument("--json", type=Path, default=None, help="also write the per-seed results here")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="a pretrained model (catalogue name or directory): `quickstart --model`'s recipe",
+    )
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process with --model")
+    ap.add_argument(
+        "--set", action="append", default=[], help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6)"
+    )
     args = ap.parse_args()
+    sets = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.set)}
     control = not args.no_control
     with tempfile.TemporaryDirectory() as tmp:
         presets = args.presets.split(",")
@@ -178,7 +197,17 @@ def main() -> None:
 
         def jobs(names: list[str]) -> list[dict[str, Any]]:
             return [
-                {"seed": s, "preset": p, "steps": args.steps, "control": control, "out": tmp, "env": args.env}
+                {
+                    "seed": s,
+                    "preset": p,
+                    "steps": args.steps,
+                    "control": control,
+                    "out": tmp,
+                    "env": args.env,
+                    "model": args.model,
+                    "threads": args.threads,
+                    "set": sets,
+                }
                 for p in names
                 for s in seeds
             ]
@@ -195,7 +224,15 @@ def main() -> None:
         f"env {args.env}, seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}"
     )
     print("\n".join(report(rows, control)))
-    if args.presets == "quickstart" and args.env == "arithmetic":
+    if args.model:
+        lifts = [r["lift"] for r in rows]
+        print(
+            f"lift >= 0.10 on every seed (issue 24): {'MET' if min(lifts) >= 0.10 else 'NOT MET'} ({lifts})"
+        )
+        if control:
+            mean = sum(r["shuffled_lift"] for r in rows) / len(rows)
+            print(f"shuffled mean lift <= 0.02: {'MET' if mean <= 0.02 else 'NOT MET'} ({mean:+.3f})")
+    elif args.presets == "quickstart" and args.env == "arithmetic":
         print("\n".join(targets(rows, control)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
