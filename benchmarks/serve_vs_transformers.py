@@ -5,13 +5,15 @@ Both servers run as subprocesses on 127.0.0.1 (a free port each, one server at a
 ``torch.set_num_threads(N)`` and ``OMP_NUM_THREADS=N`` for transformers, which has no thread flag).
 ``transformers serve`` preloads the directory (its ``FORCE_MODEL`` argument) and runs with
 ``--continuous-batching`` by default (paged attention, requests join the running batch at each step;
-``--tf-mode sequential`` is its default mode, one ``model.generate()`` at a time). ``verigym serve``
-runs as its CLI does (micro-batched passes over every request that has arrived).
+its paged cache sized by ``CB_SIZING`` below, ``--tf-args`` to change; ``--tf-mode sequential`` is its
+own default mode, one ``model.generate()`` at a time). ``verigym serve`` runs as its CLI does
+(micro-batched passes over every request that has arrived).
 
 The client is the official ``openai.AsyncOpenAI``. Every request is a chat completion of one of a
-fixed list of short user prompts, ``temperature=0`` (greedy), ``max_tokens`` 64. Neither server's CLI
-can ignore EOS from the request alone, so completions stop at EOS or 64 tokens: the script reports the
-mean completion tokens of each side and compares throughput in completion tokens/s. Each concurrency
+fixed list of short user prompts, ``temperature=0`` (greedy), ``max_tokens`` 64. ``verigym serve`` has
+no per-request way to ignore EOS (``stop_token_ids=[]`` is a ``LocalPolicy`` argument, not a flag), so
+completions stop at EOS or 64 tokens: the script reports the mean completion tokens of each side, how
+many of the first round's completions are identical on both sides, and compares completion tokens/s. Each concurrency
 level (1, 8, 32 by default, with 8 / 32 / 64 requests a round) is a closed loop: N workers each send
 their next request as soon as the previous one returns. Rounds alternate the side that goes first
 (A B, B A, ...), each side a fresh server process warmed up before the clock starts.
@@ -19,7 +21,8 @@ their next request as soon as the previous one returns. Rounds alternate the sid
     python benchmarks/serve_vs_transformers.py [--model smollm2-135m-instruct] [--rounds 2] [--threads 2]
 
 Prints per concurrency and side: completion tokens/s, requests/s, p50/p95 latency, mean completion
-tokens, and the verigym / transformers ratios; then MET / NOT MET against the targets (issue 23
+tokens, the hypervisor's CPU steal while it ran (a noisy neighbour shows there), and the
+verigym / transformers ratios; then MET / NOT MET against the targets (issue 23
 item 5): verigym ≥ 2× transformers serve's tokens/s at concurrency 32, and verigym's p50 latency at
 concurrency 1 no worse than transformers serve's. When ``transformers serve`` cannot run here the
 script says why in one line (``transformers serve could not run: ...``) and exits with status 2.
@@ -97,6 +100,7 @@ class Result:
 class LevelRun:
     wall_s: float
     results: list[Result]
+    steal_pct: float = 0.0  # CPU time the hypervisor took (``/proc/stat`` steal) while it ran
 
 
 @dataclass
@@ -128,6 +132,9 @@ class Tally:
             return values[0]
         return statistics.quantiles(values, n=100, method="inclusive")[round(q) - 1]
 
+    def steal_pct(self) -> float:
+        return statistics.fmean(run.steal_pct for run in self.runs)
+
     def mean_tokens(self) -> float:
         return statistics.fmean(r.completion_tokens for r in self.results)
 
@@ -139,6 +146,15 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, total) CPU ticks of the whole machine so far (``/proc/stat``; zeros where it is missing)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
 
 
 def one_line_reason(log: Path) -> str:
@@ -271,15 +287,18 @@ def measure_side(
         asyncio.run(run_level(server.url, server.model_id, warm, warm, args.max_tokens, args.request_timeout))
         runs = {}
         for concurrency, requests in levels:
+            steal0, total0 = cpu_ticks()
             run = asyncio.run(
                 run_level(
                     server.url, server.model_id, concurrency, requests, args.max_tokens, args.request_timeout
                 )
             )
+            steal1, total1 = cpu_ticks()
+            run.steal_pct = 100.0 * (steal1 - steal0) / max(1, total1 - total0)
             tokens = sum(r.completion_tokens for r in run.results)
             print(
                 f"  {server.side:12s} c={concurrency:<3d} {requests:3d} requests in {run.wall_s:7.2f}s: "
-                f"{tokens / run.wall_s:7.1f} tokens/s",
+                f"{tokens / run.wall_s:7.1f} tokens/s (CPU steal {run.steal_pct:.0f}%)",
                 flush=True,
             )
             runs[concurrency] = run
@@ -297,10 +316,10 @@ def same_texts(a: Tally, b: Tally) -> tuple[int, int]:
 def report(levels: list[tuple[int, int]], tallies: dict[str, dict[int, Tally]], tf_label: str) -> bool:
     print()
     print(
-        "| concurrency | requests (× rounds) | side | completion tokens/s | requests/s | p50 latency s "
-        "| p95 latency s | mean completion tokens | stopped at max_tokens |"
+        "| concurrency | requests (× rounds) | side | completion tokens/s (rounds' range) | requests/s | p50 latency s "
+        "| p95 latency s | mean completion tokens | stopped at max_tokens | CPU steal % |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for concurrency, requests in levels:
         rounds = len(tallies[VERIGYM][concurrency].runs)
         for side, label in ((VERIGYM, "verigym serve"), (TRANSFORMERS, tf_label)):
@@ -309,7 +328,7 @@ def report(levels: list[tuple[int, int]], tallies: dict[str, dict[int, Tally]], 
             print(
                 f"| {concurrency} | {requests} × {rounds} | {label} | {t.tokens_per_s():.1f} ({spread}) "
                 f"| {t.requests_per_s():.2f} | {t.percentile(50):.2f} | {t.percentile(95):.2f} "
-                f"| {t.mean_tokens():.1f} | {t.capped()}/{len(t.results)} |"
+                f"| {t.mean_tokens():.1f} | {t.capped()}/{len(t.results)} | {t.steal_pct():.0f} |"
             )
         v, f = tallies[VERIGYM][concurrency], tallies[TRANSFORMERS][concurrency]
         same, total = same_texts(v, f)
@@ -317,7 +336,7 @@ def report(levels: list[tuple[int, int]], tallies: dict[str, dict[int, Tally]], 
             f"| {concurrency} | | **verigym ÷ transformers** | **{v.tokens_per_s() / f.tokens_per_s():.2f}×** "
             f"| {v.requests_per_s() / f.requests_per_s():.2f}× | {v.percentile(50) / f.percentile(50):.2f}× "
             f"| {v.percentile(95) / f.percentile(95):.2f}× | {v.mean_tokens() / f.mean_tokens():.2f}× "
-            f"| texts identical: {same}/{total} |"
+            f"| texts identical: {same}/{total} | |"
         )
     print()
     top = max(c for c, _ in levels)
@@ -389,7 +408,7 @@ def main() -> None:
         text=True,
         check=False,
     ).stdout.split()
-    tf_label = f"transformers serve ({args.tf_mode}{', ' + args.tf_args if args.tf_args else ''})"
+    tf_label = "transformers serve"
     print(f"model: {model_dir}")
     print(
         f"verigym side: torch {torch.__version__}, transformers {transformers.__version__}; "
@@ -428,6 +447,7 @@ def main() -> None:
                 for concurrency, run in runs.items():
                     tallies[side][concurrency].runs.append(run)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    print(f"transformers serve mode: {args.tf_mode} {args.tf_args}".rstrip())
     report(levels, tallies, tf_label)
 
 
