@@ -163,14 +163,11 @@ def _prepare(
     for message in convo:
         m = {**message, "content": _text(message.get("content"))}
         if m.get("role") == "tool":
-            text = None if traits.uses_tools else fmt.render_result(str(m["content"]), m.get("tool_call_id"))
-            if text is None and traits.renders_tool_role:
-                out.append(m)
+            own = fmt.render_result(str(m["content"]), m.get("tool_call_id"))
+            if (traits.uses_tools or own is None) and traits.renders_tool_role:
+                out.append(m)  # the template renders tool turns itself
                 continue
-            if text is None:
-                text = fmt.render_result(str(m["content"]), m.get("tool_call_id")) or tool_response(
-                    str(m["content"])
-                )
+            text = own or tool_response(str(m["content"]))
             if merged_at == len(out) - 1 and merged_at >= 0:
                 out[merged_at] = {**out[merged_at], "content": f"{out[merged_at]['content']}\n{text}"}
             else:

@@ -90,10 +90,8 @@ class AdapterMixin:
     def _load(self, path: str, name: str) -> None:
         from peft import PeftModel
 
-        if isinstance(self.model, PeftModel):
+        if self._has_adapters():  # a PeftModel, or the user's integration adapters: keep that API
             self.model.load_adapter(path, adapter_name=name)
-        elif getattr(self.model, "_hf_peft_config_loaded", False):
-            self.model.load_adapter(path, adapter_name=name)  # the user's integration adapters: keep that API
         else:
             was_training = self.model.training
             self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name)

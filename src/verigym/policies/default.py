@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verigym._files import read_toml
+from verigym._library_output import home as verigym_home
 from verigym.policies.base import PolicyError
 from verigym.policies.catalogue import resolve
 from verigym.policies.local import LocalPolicy
@@ -55,11 +56,6 @@ class Checkpoint:
     path: Path
     source: str  # "quickstart" or "config"
     created: float
-
-
-def verigym_home() -> Path:
-    """``$VERIGYM_HOME``, or ``~/.verigym``."""
-    return Path(os.environ.get("VERIGYM_HOME") or "~/.verigym").expanduser()
 
 
 def quickstart_dirs() -> list[Path]:

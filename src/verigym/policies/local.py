@@ -315,14 +315,15 @@ class LocalPolicy(AdapterMixin):
             if calls and result.finish == "eos":
                 finish = "tool_calls"
         text = strip_markers(text, self.markers)
-        n_prompt, n_out = len(spec.prompt_ids), len(result.token_ids)
-        self._history.remember(tuple(spec.prompt_ids), tuple(result.token_ids))
+        prompt_ids, completion_ids = tuple(spec.prompt_ids), tuple(result.token_ids)
+        n_prompt, n_out = len(prompt_ids), len(completion_ids)
+        self._history.remember(prompt_ids, completion_ids)
         values: dict[str, Any] = {
             "text": text,
             "tool_calls": calls,
             "finish_reason": finish,
-            "prompt_token_ids": tuple(spec.prompt_ids),
-            "completion_token_ids": tuple(result.token_ids),
+            "prompt_token_ids": prompt_ids,
+            "completion_token_ids": completion_ids,
             "logprobs": tuple(result.logprobs),
             "top_logprobs": tuple(result.top_logprobs) if spec.top_logprobs else None,
             "token_ids_exact": True,
