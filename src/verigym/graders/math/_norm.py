@@ -120,6 +120,12 @@ _UNIT_TAIL = re.compile(
 )
 _CURRENCY_HEAD = re.compile(r"^(?:\\\$|\$|€|£|¥|\\euro)\s*")
 _NOT_UNITS = {"i", "e", "pi", "x", "y", "z", "n", "k", "a", "b", "c", "t", "r", "or", "and"}
+# A unit written in bare letters ("5 cm", "3 m^2", "125 miles", "15th"): each run of letters is a
+# known unit symbol or a word of four or more letters; anything else ("6ab^2", "2-2p", "6xy") is a
+# product of variables, not a number with a unit.
+_BARE_UNITS = frozenset(
+    ["m", "cm", "mm", "km", "nm", "dm", "um", "g", "kg", "mg", "s", "ms", "h", "hr", "hrs", "min", "mins", "sec", "secs", "ft", "in", "yd", "mi", "l", "ml", "cl", "dl", "lb", "lbs", "oz", "mph", "kph", "kmh", "rpm", "hz", "khz", "mhz", "j", "kj", "w", "kw", "v", "pa", "kpa", "mol", "cal", "kcal", "gal", "qt", "pt", "day", "yr", "yrs", "wk", "st", "nd", "rd", "th", "sq", "cu", "deg", "rad", "usd", "eur"]
+)
 
 
 def _unit_text(u: str) -> str:
@@ -146,11 +152,24 @@ def split_decor(s: str) -> tuple[str, Decor]:
     if m and not percent:
         cand = _unit_text(m.group("unit"))
         core = m.group("core").strip()
-        if cand and cand not in _NOT_UNITS and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", core)):
+        if (
+            cand
+            and cand not in _NOT_UNITS
+            and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", core))
+            and (_texty(m.group("unit")) or all(_bare_unit(w) for w in re.findall(r"[a-z]+", cand)))
+        ):
             s, unit = core, cand
             if _PERCENT.search(" " + cand):
                 unit, percent = "", True
     return s.strip(), Decor(percent, degree, unit)
+
+
+def _texty(u: str) -> bool:
+    return "\\text" in u or "\\mathrm" in u
+
+
+def _bare_unit(word: str) -> bool:
+    return word in _BARE_UNITS or len(word) >= 4
 
 
 _OPEN, _CLOSE = "([{", ")]}"
