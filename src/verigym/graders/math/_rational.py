@@ -35,7 +35,7 @@ from verigym.graders.math._rules import (
     strip_answer,
 )
 
-__all__ = ["clear_fast_caches", "fast_check", "fast_decide"]
+__all__ = ["clear_fast_caches", "exact_number", "fast_check", "fast_decide"]
 
 _MAX_BITS = 4096
 _DEFER = re.compile(
@@ -45,7 +45,7 @@ _DEFER = re.compile(
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])|[-+*/:^{}()])")
 _REL = re.compile(r"(\\le |\\ge |<|>)")  # _parse._REL_OPS without \ne
 _VAR = re.compile(r"[a-zA-Z]")
-_MIXED = re.compile(r"([+-]?)\s*(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
+_MIXED = re.compile(r"([+-]?)\s*(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}|([+-]?)\s*(\d+)\s+([1-9]\d*)/(\d+)")
 
 
 @dataclass(frozen=True)
@@ -205,10 +205,13 @@ def _number(core: str, percent: bool) -> Num:
     m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)
     if m:
         return Num(None, percent=percent, inf=-1 if m[1] == "-" else 1)
-    m = _MIXED.fullmatch(stripped)  # "2\\frac{1}{2}": a mixed number, as the full parser reads it
-    if m and int(m[4]) != 0:
+    m = _MIXED.fullmatch(stripped)  # "2\\frac{1}{2}", "2 1/2": mixed numbers, as the reader reads them
+    if m and m[2] and int(m[4]) != 0:
         whole = int(m[2]) + Fraction(int(m[3]), int(m[4]))
         return Num(-whole if m[1] == "-" else whole, percent=percent)
+    if m and m[6] and int(m[7]) < int(m[8]):
+        whole = int(m[6]) + Fraction(int(m[7]), int(m[8]))
+        return Num(-whole if m[5] == "-" else whole, percent=percent)
     if re.search(r"\d\.|\.\d", core):
         raise _Defer
     reader = _Reader(core)
@@ -218,6 +221,15 @@ def _number(core: str, percent: bool) -> Num:
     if reader.peek() is not None:
         raise _Defer
     return Num(v, percent=percent)
+
+
+def exact_number(core: str) -> Fraction | None:
+    """The exact value of one number as this path reads it (``\\frac``, mixed numbers, ``\\sqrt``
+    of squares, ``+ - * / ^``), or None (letters, irrationals, decimals inside expressions)."""
+    try:
+        return _number(core.strip(), False).value
+    except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
 
 
 def _item(s: str) -> Val:

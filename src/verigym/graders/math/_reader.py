@@ -5,7 +5,7 @@ sympy numbers, ``_sampled`` on floats with error bounds.
 Covers numbers, letters (a run such as ``ab`` or ``2Cx`` is a product; letters are lower-cased,
 ``e`` is Euler's number, ``E`` a symbol), lower-case Greek letters, subscripts (``x_1``,
 ``a_{37}``, ``F_{n-k-1}``), ``+ - * / : ^ !``, ``\\cdot``, ``\\times``, ``\\div``, parentheses and
-braces, implicit products, mixed numbers (``2\\frac{1}{2}`` at the end of a term), ``\\frac``,
+braces, implicit products, mixed numbers (``2\\frac{1}{2}``, ``2 1/2`` at the end of a term), ``\\frac``,
 ``\\binom``, ``\\sqrt`` (and ``\\sqrt[n]``), ``|x|``, ``\\lfloor``/``\\lceil``, ``\\min``/``\\max``,
 ``\\pi``, ``\\infty``, ``\\ldots`` inside a sum or product (dropped, as that parser does),
 ``\\sum``/``\\prod`` with ``_{k=a}^{b}``, ``e^{...}``, ``\\log_b``, and functions applied to
@@ -312,17 +312,26 @@ class _Reader:
             if run and last_number and (t[0].isdigit() or t[0] == "." or t == "\\frac"):
                 raise _Unsupported  # "1 000", "2 3", "2\frac{1}{2}" after an implicit product
             last_number = t[0].isdigit() or t[0] == "."
-            if (
-                t[0].isdigit()
-                and self.at(self.i + 1) == "\\frac"
-                and not run
-                and (not out or out[-1] in "+-")
-            ):
+            if t[0].isdigit() and not run and (not out or out[-1] in "+-") and self.at(self.i + 1) == "\\frac":
                 run.append(self.mixed())
+            elif t.isdigit() and not run and (not out or out[-1] in "+-") and self.mixed_slash():
+                run.append(self.take_mixed_slash())
             else:
                 run.append(self.postfix(self.operand()))
         flush()
         return " ".join(out)
+
+    def mixed_slash(self) -> bool:
+        """``3 1/2`` (two numbers apart, then ``/``) ending a term, its fraction proper: a mixed number."""
+        n, slash, d = (self.at(self.i + k) or "" for k in (1, 2, 3))
+        if not (n.isdigit() and d.isdigit() and slash == "/" and n[0] != "0" and int(n) < int(d)):
+            return False
+        return self.at(self.i + 4) in _STOPS
+
+    def take_mixed_slash(self) -> str:
+        whole, num, _, den = self.toks[self.i : self.i + 4]
+        self.i += 4
+        return f"({_num(whole)} + {_num(num)} / {_num(den)})"
 
     def mixed(self) -> str:
         """``2\\frac{1}{2}`` ending a term is a mixed number (the full parser's reading)."""
