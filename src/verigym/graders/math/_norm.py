@@ -123,9 +123,12 @@ _NOT_UNITS = {"i", "e", "pi", "x", "y", "z", "n", "k", "a", "b", "c", "t", "r", 
 # A unit written in bare letters ("5 cm", "3 m^2", "125 miles", "15th"): each run of letters is a
 # known unit symbol or a word of four or more letters; anything else ("6ab^2", "2-2p", "6xy") is a
 # product of variables, not a number with a unit.
-_BARE_UNITS = frozenset(
-    ["m", "cm", "mm", "km", "nm", "dm", "um", "g", "kg", "mg", "s", "ms", "h", "hr", "hrs", "min", "mins", "sec", "secs", "ft", "in", "yd", "mi", "l", "ml", "cl", "dl", "lb", "lbs", "oz", "mph", "kph", "kmh", "rpm", "hz", "khz", "mhz", "j", "kj", "w", "kw", "v", "pa", "kpa", "mol", "cal", "kcal", "gal", "qt", "pt", "day", "yr", "yrs", "wk", "st", "nd", "rd", "th", "sq", "cu", "deg", "rad", "usd", "eur"]
-)
+_BARE_UNITS = frozenset({
+    "m", "cm", "mm", "km", "nm", "dm", "um", "g", "kg", "mg", "s", "ms", "h", "hr", "hrs", "min", "mins",
+    "sec", "secs", "ft", "in", "yd", "mi", "l", "ml", "cl", "dl", "lb", "lbs", "oz", "mph", "kph", "kmh",
+    "rpm", "hz", "khz", "mhz", "j", "kj", "w", "kw", "v", "pa", "kpa", "mol", "cal", "kcal", "gal", "qt",
+    "pt", "day", "yr", "yrs", "wk", "st", "nd", "rd", "th", "sq", "cu", "deg", "rad", "usd", "eur",
+})  # fmt: skip
 
 
 def _unit_text(u: str) -> str:

@@ -312,7 +312,12 @@ class _Reader:
             if run and last_number and (t[0].isdigit() or t[0] == "." or t == "\\frac"):
                 raise _Unsupported  # "1 000", "2 3", "2\frac{1}{2}" after an implicit product
             last_number = t[0].isdigit() or t[0] == "."
-            if t[0].isdigit() and not run and (not out or out[-1] in "+-") and self.at(self.i + 1) == "\\frac":
+            if (
+                t[0].isdigit()
+                and not run
+                and (not out or out[-1] in "+-")
+                and self.at(self.i + 1) == "\\frac"
+            ):
                 run.append(self.mixed())
             elif t.isdigit() and not run and (not out or out[-1] in "+-") and self.mixed_slash():
                 run.append(self.take_mixed_slash())
