@@ -6,12 +6,17 @@ rationals, tolerant constants, expressions by structure then numeric sampling th
 equations, sets, intervals, matrices, units. ``math_grader`` wraps it as a ``Grader``.
 
 Modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent`` (default),
-``simplest_form``, ``exact_decimal:N``, ``with_units``. Each check runs in a persistent worker
-process with a hard timeout; a timeout or crash is an errored verdict, never a rejection. Verdicts
-are cached, and common answers (numbers, fractions, simple LaTeX, lists, tuples, intervals) are
-decided in the calling process by exact rational arithmetic (``_rational``), without sympy.
+``simplest_form``, ``exact_decimal:N``, ``with_units``. The form a question demands ("simplest
+form", "common fraction", "improper fraction", "mixed number", "rationalize the denominator",
+"simplest radical form", "exact value", "as a decimal", "to the nearest tenth", ...) is read from
+``question=`` and enforced on how the answer is written (``_forms``; an explicit mode wins).
+Each check runs in a persistent worker process with a hard timeout; a timeout or crash is an
+errored verdict, never a rejection. Verdicts are cached, and common answers (numbers, fractions,
+simple LaTeX, lists, tuples, intervals) are decided in the calling process by exact rational
+arithmetic (``_rational``), without sympy.
 
-Labeled suite: ``tests/suites/math.jsonl`` (``verigym verifier-bench --grader math``).
+Labeled suites: ``tests/suites/math.jsonl`` and ``tests/suites/math_forms.jsonl`` (demanded forms;
+``verigym verifier-bench --grader math``).
 
 Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`` (the parser:
 string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
@@ -23,8 +28,10 @@ without the slow ANTLR parser), ``_floats`` (float evaluation for numeric sampli
 in floats with error bounds, no sympy; ``_sampledexpr`` one expression, ``_sampledcmp`` the values'
 comparison, ``_intervals`` unions of intervals), ``_exactnum`` (exact numbers and the decimal rules
 of the exact path), ``_text`` (answers that are text on both sides, no sympy), ``_prose`` (prose
-references), ``_worker`` (the timeout worker pool), ``_grader`` (the public functions re-exported
-here).
+references), ``_forms`` (the demanded form: phrases, rules, combination), ``_written`` and
+``_writtenrules`` (how an answer is written, and the form rules on it), ``_rounding`` (the
+reference rounded to demanded places), ``_worker`` (the timeout worker pool), ``_grader`` (the
+public functions re-exported here).
 """
 
 from verigym.graders.math._grader import (

@@ -1,4 +1,5 @@
-"""One math check, in-process: extract, parse, compare, apply the strictness mode.
+"""One math check, in-process: extract, enforce the demanded form (``_forms``), parse, compare,
+apply the strictness mode.
 
 Runs inside the grader's worker process (see ``_worker``), which enforces the timeout.
 Returns a plain tuple so it crosses the process boundary cheaply.
@@ -8,17 +9,18 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from math import gcd
 
 import sympy
 
 from verigym.graders.math._compare import equal
 from verigym.graders.math._extract import NUMBER_RE
+from verigym.graders.math._forms import demanded, enforce, rounded_reason
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import clean, split_decor
 from verigym.graders.math._parse import parse
+from verigym.graders.math._rounding import round_fraction
 from verigym.graders.math._rules import Answers, prepare, squash
-from verigym.graders.math._values import Group, ParseError, Scalar, Text, Value
+from verigym.graders.math._values import Group, ParseError, Scalar, Text, Value, to_sympy
 
 __all__ = ["check"]
 
@@ -31,6 +33,18 @@ def check(
     ans = prepare(gold, pred, question)
     if not isinstance(ans, Answers):
         return ans
+    forms, reference = demanded(mode, question), ans.gold
+    if forms.demands:
+        ruled = enforce(forms, ans, _round, strict=False)
+        if not isinstance(ruled, Answers):
+            assert ruled is not None  # not strict: never deferred
+            return ruled
+        ans = ruled
+    ok, why, answer = _compare(ans, kind, places)
+    return rounded_reason((ok, why, answer), reference, ans.gold, forms)
+
+
+def _compare(ans: Answers, kind: str, places: int | None) -> tuple[bool, str, str | None]:
     answer = ans.answer
     try:
         greads = parse(ans.gold)
@@ -56,8 +70,6 @@ def check(
         return ok, (why or "the reference rounded to the required places"), answer
     if not any(equal(g, p) for g in greads for p in preads):
         return False, "not equivalent to the reference", answer
-    if kind == "simplest_form" and not _simplest(answer):
-        return False, "equivalent but not in simplest form", answer
     if kind == "with_units":
         ok, why = _units_match(ans.gold, answer)
         if not ok:
@@ -65,22 +77,21 @@ def check(
     return True, "equivalent", answer
 
 
-def _simplest(answer: str) -> bool:
-    """Syntactic simplest form: reduced fractions, no 1 denominators, square-free radicands,
-    no arithmetic left undone between plain numbers."""
-    s = clean(answer)
-    s, _ = split_decor(s)
-    for a, b in re.findall(r"\\frac\{(\d+)\}\{(\d+)\}", s) + re.findall(
-        r"(?<![\w.}])(\d+)\s*/\s*(\d+)(?![\w.])", s
-    ):
-        if gcd(int(a), int(b)) != 1 or int(b) == 1:
-            return False
-    for r in re.findall(r"\\sqrt\{(\d+)\}", s):
-        n = int(r)
-        if any(n % (k * k) == 0 for k in range(2, int(n**0.5) + 1)):
-            return False
-    body = re.sub(r"\\frac\{\d+\}\{\d+\}|\d+/\d+", "F", s)
-    return not re.search(r"\d\s*(?:[+*]|\\cdot|\\times)\s*\d|\d\s*-\s*\d|\^\{?\d", body)
+def _round(core: str, places: int) -> str | None:
+    """The full check's rounder (``_forms.enforce``): the value through sympy, exact for rationals,
+    at 60 digits otherwise; None for anything that is not a real number."""
+    try:
+        expr = to_sympy(core)
+    except ParseError:
+        return None
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols:
+        return None
+    if isinstance(expr, sympy.Rational):
+        return round_fraction(Fraction(int(expr.p), int(expr.q)), places)
+    value = sympy.N(expr, 60)
+    if not (value.is_real and value.is_finite):
+        return None
+    return round_fraction(Fraction(str(value)), places)
 
 
 def _exact_decimal(gold: Value, answer: str, places: int) -> tuple[bool, str]:

@@ -21,7 +21,11 @@ answer) and returns a ``MathVerdict``. What it does, and how it differs from Mat
 Strictness modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent``
 (default), ``simplest_form`` (``2/4`` is rejected), ``exact_decimal:N`` (exactly N places, the
 reference rounded half up), ``with_units`` (the reference's unit, percent or degree sign is
-required). Speed: verdicts are cached by (gold, pred, mode, question); common answers (numbers,
+required). The question's words demand a form (``_forms``: "simplest form", "common fraction",
+"improper fraction", "mixed number", "rationalize the denominator", "simplest radical form",
+"exact value", "as a decimal", "to the nearest tenth"), enforced on the written answer before
+its value is compared, in every mode but ``exact_decimal`` (an explicit mode wins); a rejection
+names the demand and the rule broken. Speed: verdicts are cached by (gold, pred, mode, question); common answers (numbers,
 fractions, simple LaTeX, percent, units, lists, tuples, intervals, sets of those) are decided in
 this process by exact rational arithmetic (``_rational``, no sympy), expressions in letters, sets,
 matrices and equations by sampling the own reader's code in floats with error bounds (``_sampled``,
@@ -41,9 +45,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from verigym.graders.math._extract import extract, strip_math_delims
+from verigym.graders.math._forms import clear_form_caches, demanded, enforce, rounded_reason
 from verigym.graders.math._mode import parse_mode
 from verigym.graders.math._norm import repair
 from verigym.graders.math._rational import clear_fast_caches, fast_decide
+from verigym.graders.math._rounding import fast_round
 from verigym.graders.math._rules import Answers, clear_rule_caches, fast_answers
 from verigym.graders.math._sampled import clear_sampled_caches, sampled_decide
 from verigym.graders.math._text import text_decide
@@ -128,14 +134,25 @@ def _digest(s: str | None) -> str | bytes:
 
 
 def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None] | None:
-    """The exact path, then the float path, then the text path, on answers extracted once."""
+    """The demanded form (``_forms``), then the exact path, the float path and the text path, on
+    answers extracted once."""
+    gold, pred, mode, question = args
     try:
-        ans = fast_answers(*args)
+        if parse_mode(mode)[0] not in ("equivalent", "simplest_form"):
+            return None
+        ans = fast_answers(gold, pred, "equivalent", question)
         if not isinstance(ans, Answers):
             return ans
+        forms, gold = demanded(mode, question), ans.gold
+        if forms.demands:
+            ruled = enforce(forms, ans, fast_round, strict=True)
+            if not isinstance(ruled, Answers):
+                return ruled
+            ans = ruled
         hit = fast_decide(ans)
         hit = hit if hit is not None else sampled_decide(ans)
-        return hit if hit is not None else text_decide(ans)
+        hit = hit if hit is not None else text_decide(ans)
+        return hit if hit is None else rounded_reason(hit, gold, ans.gold, forms)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
 
@@ -166,6 +183,7 @@ def clear_caches() -> None:
     with _CACHE_LOCK:
         _CACHE.clear()
     clear_rule_caches()
+    clear_form_caches()
     clear_fast_caches()
     clear_sampled_caches()
     for name in ("verigym.graders.math._parse", "verigym.graders.math._values"):
