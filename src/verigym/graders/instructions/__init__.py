@@ -3,18 +3,23 @@
 ``INSTRUCTIONS`` maps each IFEval instruction id to a checker; ``instructions_grader`` reads
 ``task.info["instructions"]`` and scores the fraction followed. Modes: ``strict`` (the response
 as written) and ``loose`` (any of IFEval's 8 variants: without first/last line, ``*`` removed).
-An unknown instruction id or bad kwargs is a grader error, never a 0.
+An unknown instruction id or bad kwargs is a grader error, never a 0. ``checker="official"``
+reproduces lm-eval's IFEval checker verdict for verdict, bugs included (``check_official``), to
+match published IFEval figures; the default ``"corrected"`` checkers fix those bugs.
 
 Labeled suite: ``tests/suites/instructions.jsonl`` (``verigym verifier-bench --grader instructions``).
 
 Inside: ``_checks`` (the checkers), ``_text`` (words, sentences, keywords), ``_lang`` (language
-detection), ``_grader`` (re-exported here).
+detection), ``_official`` (lm-eval's rules) and ``_official_nlp`` (the NLTK and langdetect models
+they call), ``_grader`` (re-exported here).
 """
 
 from verigym.graders.instructions._grader import (
+    CHECKER_KINDS,
     INSTRUCTIONS,
     SUPPORTED_LANGUAGES,
     Checker,
+    CheckerKind,
     InstructionResult,
     bench_verdict,
     check_instruction,
@@ -24,17 +29,23 @@ from verigym.graders.instructions._grader import (
     instructions_grader,
     loose_variants,
 )
+from verigym.graders.instructions._official import OFFICIAL_CHECKERS, check_official, official_loose_variants
 
 __all__ = [
+    "CHECKER_KINDS",
     "INSTRUCTIONS",
+    "OFFICIAL_CHECKERS",
     "SUPPORTED_LANGUAGES",
     "Checker",
+    "CheckerKind",
     "InstructionResult",
     "bench_verdict",
     "check_instruction",
     "check_instructions",
+    "check_official",
     "detect_language",
     "instructions_from_info",
     "instructions_grader",
     "loose_variants",
+    "official_loose_variants",
 ]

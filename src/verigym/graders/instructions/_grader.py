@@ -6,6 +6,10 @@ public checker bugs fixed here). ``mode="strict"`` checks the response as writte
 ``mode="loose"`` accepts an instruction when any of IFEval's 8 variants passes: the response,
 without its first line, without its last line, without both, and each of those with ``*`` removed.
 
+``checker="official"`` swaps in lm-eval's official checker, bugs included (``_official``: keywords
+matched as substrings, NLTK's sentence splitter, lm-eval's loose variants), to reproduce published
+IFEval figures; the default ``"corrected"`` uses the fixed checkers of ``_checks``.
+
 ``instructions_grader(mode)`` reads ``task.info["instructions"]`` — a list of
 ``{"id": str, "kwargs": {...}}`` — (or IFEval's own ``instruction_id_list`` + ``kwargs``) and
 scores the fraction of instructions followed; the detail says whether all were followed and which
@@ -15,7 +19,8 @@ Kwargs whose value is ``None`` are dropped (IFEval's released data pads kwargs w
 Suite line format (``tests/suites/instructions.jsonl``)::
 
     {"id": str, "label": bool, "response": str,
-     "instructions": [{"id": str, "kwargs": {...}}], "mode"?: "strict" | "loose"}
+     "instructions": [{"id": str, "kwargs": {...}}], "mode"?: "strict" | "loose",
+     "checker"?: "corrected" | "official"}
 
 ``label`` is True when every instruction is followed.
 """
@@ -30,13 +35,16 @@ from typing import Any, Literal
 from verigym.graders.format import strip_think
 from verigym.graders.instructions._checks import CHECKERS, Checker
 from verigym.graders.instructions._lang import SUPPORTED_LANGUAGES, detect_language
+from verigym.graders.instructions._official import check_official
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "CHECKER_KINDS",
     "INSTRUCTIONS",
     "SUPPORTED_LANGUAGES",
     "Checker",
+    "CheckerKind",
     "InstructionResult",
     "bench_verdict",
     "check_instruction",
@@ -48,6 +56,8 @@ __all__ = [
 ]
 
 Mode = Literal["strict", "loose"]
+CheckerKind = Literal["corrected", "official"]
+CHECKER_KINDS: tuple[CheckerKind, ...] = ("corrected", "official")
 INSTRUCTIONS: dict[str, Checker] = dict(CHECKERS)
 
 
@@ -74,19 +84,34 @@ def _clean_kwargs(instruction_id: str, kwargs: Mapping[str, Any] | None) -> dict
     return {k: v for k, v in (kwargs or {}).items() if v is not None}
 
 
-def check_instruction(
-    instruction_id: str, response: str, kwargs: Mapping[str, Any] | None = None, *, mode: Mode = "strict"
-) -> bool:
-    """Is one instruction followed? ``ValueError`` for an unknown id or kwargs it does not take."""
-    checker = INSTRUCTIONS.get(instruction_id)
-    if checker is None:
-        raise ValueError(f"unknown instruction id {instruction_id!r}")
+def _check_args(mode: str, checker: str) -> None:
     if mode not in ("strict", "loose"):
         raise ValueError(f"mode must be 'strict' or 'loose', got {mode!r}")
+    if checker not in CHECKER_KINDS:
+        raise ValueError(f"checker must be one of {CHECKER_KINDS}, got {checker!r}")
+
+
+def check_instruction(
+    instruction_id: str,
+    response: str,
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    mode: Mode = "strict",
+    checker: CheckerKind = "corrected",
+) -> bool:
+    """Is one instruction followed? ``ValueError`` for an unknown id or kwargs it does not take."""
+    _check_args(mode, checker)
+    if checker == "official":
+        return check_official(
+            instruction_id, response, _clean_kwargs(instruction_id, kwargs), loose=mode == "loose"
+        )
+    check = INSTRUCTIONS.get(instruction_id)
+    if check is None:
+        raise ValueError(f"unknown instruction id {instruction_id!r}")
     args = _clean_kwargs(instruction_id, kwargs)
     candidates = [response] if mode == "strict" else loose_variants(response)
     try:
-        return any(checker(text, **args) for text in candidates if text.strip())
+        return any(check(text, **args) for text in candidates if text.strip())
     except TypeError as exc:
         raise ValueError(f"bad kwargs for {instruction_id!r} {sorted(args)}: {exc}") from None
 
@@ -113,10 +138,17 @@ def instructions_from_info(info: Mapping[str, Any]) -> list[tuple[str, dict[str,
 
 
 def check_instructions(
-    response: str, instructions: Sequence[tuple[str, Mapping[str, Any]]], *, mode: Mode = "strict"
+    response: str,
+    instructions: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    mode: Mode = "strict",
+    checker: CheckerKind = "corrected",
 ) -> list[InstructionResult]:
     """One result per instruction, in order."""
-    return [InstructionResult(i, check_instruction(i, response, k, mode=mode)) for i, k in instructions]
+    return [
+        InstructionResult(i, check_instruction(i, response, k, mode=mode, checker=checker))
+        for i, k in instructions
+    ]
 
 
 def instructions_grader(
@@ -126,13 +158,14 @@ def instructions_grader(
     strip_reasoning: bool = True,
     weight: float = 1.0,
     name: str = "",
+    checker: CheckerKind = "corrected",
 ) -> Grader:
     """Fraction of instructions followed by the final reply; detail reports ``all_followed``.
 
-    ``strip_reasoning`` checks the reply without its ``<think>...</think>`` reasoning.
+    ``strip_reasoning`` checks the reply without its ``<think>...</think>`` reasoning;
+    ``checker="official"`` gives lm-eval's verdicts (module docstring).
     """
-    if mode not in ("strict", "loose"):
-        raise ValueError(f"mode must be 'strict' or 'loose', got {mode!r}")
+    _check_args(mode, checker)
     fixed = None if instructions is None else instructions_from_info({"instructions": list(instructions)})
     for iid, _ in fixed or ():
         if iid not in INSTRUCTIONS:
@@ -143,7 +176,7 @@ def instructions_grader(
         if not todo:
             raise ValueError(f"task {task.id!r} lists no instructions")
         text = strip_think(trajectory.final_text) if strip_reasoning else trajectory.final_text
-        results = check_instructions(text, todo, mode=mode)
+        results = check_instructions(text, todo, mode=mode, checker=checker)
         followed = sum(r.followed for r in results)
         detail = {
             "all_followed": followed == len(results),
@@ -151,10 +184,12 @@ def instructions_grader(
             "total": len(results),
             "failed": [r.id for r in results if not r.followed],
             "mode": mode,
+            "checker": checker,
         }
         return Grade(score=followed / len(results), detail=json.dumps(detail))
 
-    return Grader(grade, weight=weight, name=name or f"instructions_{mode}")
+    default = f"instructions_{mode}" if checker == "corrected" else f"instructions_official_{mode}"
+    return Grader(grade, weight=weight, name=name or default)
 
 
 def bench_verdict(line: dict[str, Any]) -> bool:
@@ -162,5 +197,7 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     todo = instructions_from_info(line)
     if not todo:
         raise ValueError(f"instructions suite line {line.get('id')!r} lists no instructions")
-    results = check_instructions(str(line["response"]), todo, mode=line.get("mode", "strict"))
+    results = check_instructions(
+        str(line["response"]), todo, mode=line.get("mode", "strict"), checker=line.get("checker", "corrected")
+    )
     return all(r.followed for r in results)
