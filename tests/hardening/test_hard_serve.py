@@ -128,18 +128,22 @@ CASES: dict[str, tuple[str, Any, str]] = {
         "logprobs",
     ),
     "completion-echo-string": ("/v1/completions", {"model": "tiny", "prompt": "1+1=", "echo": "yes"}, "echo"),
-    "load-lora-missing-path": (
+    "load-lora-missing-path": (  # weight loading is off unless --allow-adapter-loading DIR: 403
         "/v1/load_lora_adapter",
         {"lora_name": "a", "lora_path": "/nonexistent/x"},
-        "/nonexistent/x",
+        "--allow-adapter-loading",
     ),
     "load-lora-no-name": ("/v1/load_lora_adapter", {"lora_path": "/x"}, "lora_name"),
-    "unload-unknown-lora": ("/v1/unload_lora_adapter", {"lora_name": "never-loaded"}, "never-loaded"),
+    "unload-unknown-lora": (
+        "/v1/unload_lora_adapter",
+        {"lora_name": "never-loaded"},
+        "--allow-adapter-loading",
+    ),
     "update-weights-bad-body": ("/update_weights_from_disk", {"model_path": 5}, "model_path"),
     "update-weights-missing": (
         "/update_weights_from_disk",
         {"model_path": "/nonexistent/w"},
-        "/nonexistent/w",
+        "--allow-adapter-loading",
     ),
 }
 

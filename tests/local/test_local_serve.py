@@ -25,9 +25,9 @@ USER = [{"role": "user", "content": "12+34="}]
 
 
 @pytest.fixture(scope="module")
-def server(tiny_dir: Path) -> Iterator[tuple[RunningServer, LocalPolicy]]:
+def server(tiny_dir: Path, adapter_dir: Path) -> Iterator[tuple[RunningServer, LocalPolicy]]:
     policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu")
-    with RunningServer(policy, name="tiny") as srv:
+    with RunningServer(policy, name="tiny", adapter_dir=adapter_dir.parent) as srv:
         yield srv, policy
 
 
@@ -155,7 +155,13 @@ def test_lora_load_and_unload_over_http(
         logprobs("ft")
     assert logprobs("tiny") == pytest.approx(base, abs=1e-5)
     bad = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "x", "lora_path": "/no/such/adapter"})
+    assert bad.status_code == 403 and bad.json()["error"]["code"] == "path_not_allowed"  # outside the dir
+    missing = str(adapter_dir.parent / "no-such-adapter")
+    bad = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "x", "lora_path": missing})
     assert bad.status_code == 404 and bad.json()["error"]["message"]
+    by_name = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "ft2", "lora_path": adapter_dir.name})
+    assert by_name.status_code == 200  # a relative path is taken from the adapter directory
+    assert httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "ft2"}).status_code == 200
     assert httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "ft"}).status_code == 404
 
 

@@ -20,11 +20,16 @@ from verigym.train._model import load_model
 from verigym.train.config import TrainConfig
 from verigym.train.quickstart import quickstart_config
 
+KEY = "vg-remote-test-key"  # the server wants it (--api-key-env); the sampler sends it
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     base = tiny.create("tiny", tmp_path_factory.mktemp("base") / "tiny", seed=0)
-    proc, url = spawn_server(str(base), "--name", "base", timeout_s=90)
+    pushes = str(tmp_path_factory.getbasetemp())  # every test's push_dir lies under it
+    proc, url = spawn_server(
+        str(base), "--name", "base", "--allow-adapter-loading", pushes, timeout_s=90, api_key=KEY
+    )
     try:
         yield url, base
     finally:
@@ -68,7 +73,7 @@ def test_lora_adapters_are_pushed_and_versions_read_off_the_server(
     server: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, base = server
-    sampler = RemoteSampler([url], push_dir=tmp_path / "push")
+    sampler = RemoteSampler([url], push_dir=tmp_path / "push", api_key=KEY)
     _, hist = run(config(tmp_path / "run", base, lora=True), sampler, d=1)
     assert sampler.policy.mode == "lora" and sampler.pushes == 4  # v0 at start + one per step
     assert [m["async/staleness_max"] for m in hist] == [0.0, 1.0, 1.0]
@@ -76,13 +81,15 @@ def test_lora_adapters_are_pushed_and_versions_read_off_the_server(
     # same fp32 weights in two processes: the sampler's logprobs are the trainer's, token for token
     assert hist[0]["async/logprob_gap"] < 1e-4
     assert hist[1]["async/logprob_gap"] > hist[0]["async/logprob_gap"]  # one version stale
-    models = {m["id"] for m in httpx.get(url + "/models").json()["data"]}
+    models = {
+        m["id"] for m in httpx.get(url + "/models", headers={"Authorization": f"Bearer {KEY}"}).json()["data"]
+    }
     assert models == {"base"}  # every pushed adapter was unloaded at the end of the run (issue 14)
 
 
 def test_full_checkpoints_are_reloaded_by_the_server(server: tuple[str, Path], tmp_path: Path) -> None:
     url, base = server
-    sampler = RemoteSampler([url], push_dir=tmp_path / "push")
+    sampler = RemoteSampler([url], push_dir=tmp_path / "push", api_key=KEY)
     trainer, hist = run(config(tmp_path / "run", base, lora=False), sampler, d=0)
     assert sampler.policy.mode == "checkpoint" and trainer.policy.version == 3
     # on policy through the server: the trainer recomputes the sampler's logprobs (float round-off only)

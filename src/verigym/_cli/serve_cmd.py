@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,10 @@ import typer
 from verigym._cli.common import console, fail
 
 __all__ = ["register"]
+
+# ``verigym.serve.ServeLimits``' defaults, spelled here so that ``verigym --help`` does not import the
+# server (and torch); a test keeps them equal
+MAX_BODY_BYTES, MAX_CONCURRENT_REQUESTS, MAX_QUEUED_TOKENS = 8 * 1024 * 1024, 256, 1 << 20
 
 
 def load_policy(model_path: str, dtype: str | None, device: str | None, max_batch_rows: int) -> Any:
@@ -69,12 +75,58 @@ def serve_cmd(
         "--threads",
         help="torch CPU threads (default: torch's choice; 1 is fastest for the tiny models).",
     ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        help="Require 'Authorization: Bearer KEY' on every endpoint except /health (401 otherwise). "
+        "A key on the command line shows in the process list: prefer --api-key-env.",
+    ),
+    api_key_env: str | None = typer.Option(
+        None,
+        "--api-key-env",
+        help="Read the API key (as --api-key) from this environment variable, e.g. VERIGYM_API_KEY.",
+    ),
+    max_body_bytes: int = typer.Option(
+        MAX_BODY_BYTES,
+        "--max-body-bytes",
+        help="Largest request body accepted (default 8 MiB); a larger one gets 413 before it is read.",
+    ),
+    max_concurrent_requests: int = typer.Option(
+        MAX_CONCURRENT_REQUESTS,
+        "--max-concurrent-requests",
+        help="Most requests generating at once; past it a request gets 429 with Retry-After.",
+    ),
+    max_queued_tokens: int = typer.Option(
+        MAX_QUEUED_TOKENS,
+        "--max-queued-tokens",
+        help="Most tokens (prompt + max_tokens, times n) of the requests generating at once; past it "
+        "429 with Retry-After, and a request that alone needs more gets 400.",
+    ),
+    allow_adapter_loading: Path | None = typer.Option(
+        None,
+        "--allow-adapter-loading",
+        metavar="DIR",
+        help="Turn on /v1/load_lora_adapter, /v1/unload_lora_adapter and /update_weights_from_disk, for "
+        "paths inside DIR only (relative paths are taken from DIR; '..', symlinks out of DIR and other "
+        "absolute paths get 403). Off by default: they answer 403.",
+    ),
 ) -> None:
     """Serve a local model over the OpenAI API (chat, completions, streaming, logprobs, token ids, LoRA)."""
     if not 0 < port < 65536:
         fail(f"--port must be in 1..65535, got {port}")
     if max_batch_rows < 1:
         fail(f"--max-batch-rows must be at least 1, got {max_batch_rows}")
+    key = _api_key(api_key, api_key_env)
+    for flag, value in (
+        ("--max-body-bytes", max_body_bytes),
+        ("--max-concurrent-requests", max_concurrent_requests),
+        ("--max-queued-tokens", max_queued_tokens),
+    ):
+        if value < 1:
+            fail(f"{flag} must be at least 1, got {value}")
+    if allow_adapter_loading is not None and not allow_adapter_loading.expanduser().is_dir():
+        fail(f"--allow-adapter-loading {allow_adapter_loading}: no such directory")
+    adapter_dir = allow_adapter_loading.expanduser() if allow_adapter_loading is not None else None
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))
@@ -87,7 +139,7 @@ def serve_cmd(
 
     from verigym.policies.base import PolicyError
     from verigym.policies.tiny import count_parameters
-    from verigym.serve import serve
+    from verigym.serve import ServeLimits, serve
 
     hf_logging.disable_progress_bar()
     if threads is not None:
@@ -111,7 +163,38 @@ def serve_cmd(
     )
     if policy.adapters:
         console.print(f"LoRA adapters: {', '.join(policy.adapters)}")
-    serve(policy, host=host, port=port, name=served)
+    if adapter_dir is not None:
+        console.print(f"Loading weights at run time: from {adapter_dir.resolve()} only")
+    if key is not None:
+        console.print("API key required (Authorization: Bearer ...) on every endpoint but /health")
+    elif not _loopback(host):
+        console.print(
+            f"[yellow]--host {host} without --api-key-env: anyone who can reach this port can use the model[/]"
+        )
+    limits = ServeLimits(max_body_bytes, max_concurrent_requests, max_queued_tokens)
+    serve(policy, host=host, port=port, name=served, api_key=key, limits=limits, adapter_dir=adapter_dir)
+
+
+def _api_key(value: str | None, env: str | None) -> str | None:
+    """The key from ``--api-key`` or ``--api-key-env`` (never printed, not even in an error)."""
+    if value is not None and env is not None:
+        fail("--api-key and --api-key-env: give one of them")
+    if env is not None:
+        value = os.environ.get(env)
+        if not value:
+            fail(f"--api-key-env {env}: the environment variable {env} is not set")
+    if value is not None and not value.strip():
+        fail("--api-key: the key is empty")
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def register(app: typer.Typer) -> None:

@@ -4,9 +4,15 @@
   ``RunningServer`` (in a thread) and ``spawn_server`` (``verigym serve`` in a subprocess);
 - ``_handler``: requests to the policy's rows and results to OpenAI responses, including the
   SSE streaming of ``stream=true`` chat completions (``Handler.stream``);
-- ``_wire``: the request models, logprob formats and OpenAI-style error bodies.
+- ``_wire``: the request models, logprob formats and OpenAI-style error bodies;
+- ``_guard``: the API key and the body-size cap (pure ASGI middleware) and ``ServeLimits``;
+- ``_admission``: prompts too long for the context refused before tokenizing, concurrent requests and
+  queued tokens counted (429 when full);
+- ``_weights``: the run-time weight endpoints (LoRA load/unload, full reload), off unless an adapter
+  directory is named, and confined to it.
 """
 
 from verigym.serve._app import RunningServer, create_app, serve, spawn_server
+from verigym.serve._guard import ServeLimits
 
-__all__ = ["RunningServer", "create_app", "serve", "spawn_server"]
+__all__ = ["RunningServer", "ServeLimits", "create_app", "serve", "spawn_server"]

@@ -9,49 +9,67 @@ exact token ids (``prompt_token_ids``, and ``token_ids`` per choice, as vLLM's `
 
 Requests are micro-batched: all requests that arrive while a generation pass runs are decoded together
 in the next pass (``LocalPolicy.submit``). Bad requests get OpenAI-style ``{"error": ...}`` 4xx bodies.
+
+Safe to expose (``create_app``'s keywords, ``verigym serve``'s flags): ``api_key`` makes every endpoint
+but ``/health`` need ``Authorization: Bearer KEY`` and ``limits`` bound bodies, concurrency and queued
+tokens (``_guard``, ``_admission``); the weight endpoints (``_weights``) are off unless ``adapter_dir``
+names the one directory they may read from.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from verigym.policies._lora import base_model
-from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
+from verigym.serve._guard import ApiKey, Guard, ServeLimits
 from verigym.serve._handler import Handler
-from verigym.serve._wire import (
-    ApiError,
-    ChatRequest,
-    CompletionRequest,
-    LoadLoraRequest,
-    UnloadLoraRequest,
-    error_body,
-)
+from verigym.serve._weights import AdapterDir, add_weight_routes
+from verigym.serve._wire import ApiError, ChatRequest, CompletionRequest, error_body
 
 __all__ = ["RunningServer", "create_app", "serve", "spawn_server"]
 
+_KEY_VAR = "VERIGYM_SERVE_API_KEY"  # how ``spawn_server`` hands its server the key
 
-def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_tokens: int = 512) -> FastAPI:
-    """The FastAPI app serving ``policy`` under the model name ``name`` (default: the policy's name)."""
-    handler = Handler(policy, name or policy.name, default_max_tokens)
+
+def create_app(
+    policy: LocalPolicy,
+    *,
+    name: str | None = None,
+    default_max_tokens: int = 512,
+    api_key: str | None = None,
+    limits: ServeLimits | None = None,
+    adapter_dir: str | Path | None = None,
+) -> FastAPI:
+    """The FastAPI app serving ``policy`` under the model name ``name`` (default: the policy's name).
+
+    ``api_key``: the bearer key every endpoint but ``/health`` requires (None: no key). ``limits``: body
+    size, concurrent requests and queued tokens (``ServeLimits()`` by default). ``adapter_dir``: the
+    directory the weight endpoints may load from (None: they answer 403).
+    """
+    limits = limits or ServeLimits()
+    handler = Handler(policy, name or policy.name, default_max_tokens, limits)
     app = FastAPI(title="verigym serve", docs_url=None, redoc_url=None)
     app.state.handler = handler
+    app.add_middleware(
+        Guard, api_key=None if api_key is None else ApiKey(api_key), max_body_bytes=limits.max_body_bytes
+    )
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(str(exc), exc.type, exc.param, exc.code), status_code=exc.status)
+        body = error_body(str(exc), exc.type, exc.param, exc.code)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -67,7 +85,8 @@ def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_toke
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(exc.detail), "invalid_request_error"), exc.status_code)
+        message = _UNPARSED.get(type(exc.__cause__), str(exc.detail))  # FastAPI's "error parsing the body"
+        return JSONResponse(error_body(message, "invalid_request_error"), exc.status_code)
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
@@ -93,65 +112,28 @@ def create_app(policy: LocalPolicy, *, name: str | None = None, default_max_toke
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(req: ChatRequest) -> dict[str, Any] | StreamingResponse:
-        return await handler.chat(req)
+    async def chat(req: ChatRequest, request: Request) -> dict[str, Any] | StreamingResponse:
+        return await handler.chat(req, lambda: _disconnect(request))
 
     @app.post("/v1/completions", response_model=None)
-    async def completions(req: CompletionRequest) -> dict[str, Any] | StreamingResponse:
-        return await handler.complete(req)
+    async def completions(req: CompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
+        return await handler.complete(req, lambda: _disconnect(request))
 
-    @app.post("/v1/load_lora_adapter")
-    async def load_lora(req: LoadLoraRequest) -> Response:
-        if req.lora_name == handler.name:
-            raise ApiError(400, f"{req.lora_name!r} is the base model's name", param="lora_name")
-        try:
-            await asyncio.to_thread(policy.load_adapter, req.lora_path, req.lora_name)
-        except PolicyError as exc:
-            raise ApiError(
-                404 if exc.kind == "adapter_not_found" else 400, str(exc), param="lora_path"
-            ) from None
-        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
-
-    @app.post("/v1/unload_lora_adapter")
-    async def unload_lora(req: UnloadLoraRequest) -> Response:
-        try:
-            await asyncio.to_thread(policy.unload_adapter, req.lora_name)
-        except PolicyError as exc:
-            raise ApiError(404, str(exc), param="lora_name", code="model_not_found") from None
-        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
-
-    @app.post("/update_weights_from_disk")
-    async def update_weights(req: dict[str, Any]) -> dict[str, Any]:
-        """SGLang's endpoint: reload the base weights from ``model_path`` (``save_pretrained``); a trainer
-        pushing full checkpoints names the ``version``, echoed here and in ``Completion.policy_version``."""
-        path, version = req.get("model_path"), req.get("version")
-        if not isinstance(path, str) or not (version is None or isinstance(version, int)):
-            raise ApiError(400, "expected {model_path: str, version?: int}", param="model_path")
-        try:
-            await asyncio.to_thread(_reload, policy, path)
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise ApiError(400, f"cannot load weights from {path!r}: {exc}", param="model_path") from None
-        if version is not None:
-            policy.version = version
-        return {"success": True, "message": f"loaded {path}", "version": policy.version}
-
+    add_weight_routes(app, policy, handler.name, AdapterDir(adapter_dir))
     return app
 
 
-def _reload(policy: LocalPolicy, path: str) -> None:
-    from transformers import AutoModelForCausalLM
+_UNPARSED = {
+    UnicodeDecodeError: "the request body is not valid UTF-8",
+    RecursionError: "the request body is nested too deeply to parse",
+}
 
-    state = AutoModelForCausalLM.from_pretrained(path).state_dict()
-    model = base_model(policy.model)
-    target = model.state_dict()
-    for key in [k for k in state if k not in target]:  # LoRA adapters loaded here wrap base layers
-        head, _, leaf = key.rpartition(".")
-        state[f"{head}.base_layer.{leaf}"] = state.pop(key)
-    missing = [k for k in target if k not in state and ".lora_" not in k]
-    if missing or any(k not in target for k in state):
-        raise ValueError(f"the weights do not fit the served model (e.g. {(missing or list(state))[0]})")
-    with policy._lock:  # not during a generation pass
-        model.load_state_dict(state, strict=False)
+
+async def _disconnect(request: Request) -> None:
+    """Returns once the client closed the connection (its body was read already: the next ASGI
+    message is ``http.disconnect``)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def serve(
@@ -161,28 +143,40 @@ def serve(
     port: int = 8000,
     name: str | None = None,
     log_level: str = "warning",
+    api_key: str | None = None,
+    limits: ServeLimits | None = None,
+    adapter_dir: str | Path | None = None,
 ) -> None:
-    """Serve ``policy`` until interrupted (blocking)."""
+    """Serve ``policy`` until interrupted (blocking); the keywords are ``create_app``'s."""
     import uvicorn
 
-    uvicorn.run(create_app(policy, name=name), host=host, port=port, log_level=log_level)
+    app = create_app(policy, name=name, api_key=api_key, limits=limits, adapter_dir=adapter_dir)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
 class RunningServer:
     """A server on a background thread (tests, benchmarks, a trainer serving its own policy).
 
-    ``port=0`` picks a free port; ``url`` is the ``base_url`` for an OpenAI client. Use as a context
-    manager, or call ``start()``/``stop()``.
+    ``port=0`` picks a free port; ``url`` is the ``base_url`` for an OpenAI client; ``api_key``,
+    ``limits`` and ``adapter_dir`` are ``create_app``'s. Use as a context manager, or call
+    ``start()``/``stop()``.
     """
 
     def __init__(
-        self, policy: LocalPolicy, *, host: str = "127.0.0.1", port: int = 0, name: str | None = None
+        self,
+        policy: LocalPolicy,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        name: str | None = None,
+        api_key: str | None = None,
+        limits: ServeLimits | None = None,
+        adapter_dir: str | Path | None = None,
     ) -> None:
         import uvicorn
 
-        config = uvicorn.Config(
-            create_app(policy, name=name), host=host, port=port, log_level="warning", lifespan="off"
-        )
+        self.app = create_app(policy, name=name, api_key=api_key, limits=limits, adapter_dir=adapter_dir)
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="verigym-serve", daemon=True)
         self.host = host
@@ -216,10 +210,11 @@ class RunningServer:
 
 
 def spawn_server(
-    model: str, *args: str, threads: int = 1, timeout_s: float = 120.0
+    model: str, *args: str, threads: int = 1, timeout_s: float = 120.0, api_key: str | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``verigym serve MODEL *args`` in a subprocess on a free 127.0.0.1 port and wait until
     ``/health`` answers; returns the process and its ``.../v1`` base URL (the caller stops it).
+    ``api_key`` reaches the server through its environment (``--api-key-env``), never its command line.
 
     Raises ``RuntimeError`` (the process stopped) when it exits or does not answer in time.
     """
@@ -228,6 +223,10 @@ def spawn_server(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if api_key is not None:
+        env[_KEY_VAR] = api_key
+        args = (*args, "--api-key-env", _KEY_VAR)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -243,7 +242,7 @@ def spawn_server(
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        env=env,
     )
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:

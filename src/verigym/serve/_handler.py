@@ -1,5 +1,10 @@
 """The request handling of ``verigym serve``: OpenAI requests in, rows for ``LocalPolicy.submit``, OpenAI
-responses (and SSE chunks) out. ``_app`` wires it into FastAPI."""
+responses (and SSE chunks) out. ``_app`` wires it into FastAPI.
+
+Before any work a request passes ``_admission``: a prompt too long for the context is refused before it
+is tokenized, and the rows' tokens are counted against the server's limits (429 when full) until the
+response ends. A client that hangs up has its rows cancelled: a stream when the server notices the
+closed connection, any other request as soon as ``gone`` (the connection's disconnect) fires."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi.responses import StreamingResponse
@@ -16,6 +21,8 @@ from verigym.policies._chat import encode_chat, visible_prefix
 from verigym.policies._toolformats import TOOL_FORMATS
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec
+from verigym.serve._admission import Admission, PromptBound, admitted_stream, rows_cost, text_chars
+from verigym.serve._guard import ServeLimits
 from verigym.serve._wire import (
     ApiError,
     ChatRequest,
@@ -27,16 +34,22 @@ from verigym.serve._wire import (
 )
 from verigym.types import Completion, Sampling
 
-__all__ = ["Handler"]
+__all__ = ["Gone", "Handler"]
+
+Gone = Callable[[], Awaitable[None]]  # returns once the client has closed its connection
 
 
 class Handler:
     """Turns requests into rows for the policy and results into OpenAI responses."""
 
-    def __init__(self, policy: LocalPolicy, name: str, default_max_tokens: int) -> None:
+    def __init__(
+        self, policy: LocalPolicy, name: str, default_max_tokens: int, limits: ServeLimits | None = None
+    ) -> None:
         self.policy, self.name, self.default_max_tokens = policy, name, default_max_tokens
         self.created = int(time.time())
         self._pieces: dict[int, str] = {}
+        self.admission = Admission(limits or ServeLimits())
+        self.bound = PromptBound(policy.tokenizer, policy.context_length)
 
     def adapter_for(self, model: str) -> str | None:
         if model == self.name:
@@ -65,7 +78,7 @@ class Handler:
         sampling = Sampling(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
-            top_k=req.top_k if req.top_k and req.top_k > 0 else None,
+            top_k=min(req.top_k, len(self.policy.tokenizer)) if req.top_k and req.top_k > 0 else None,
             max_tokens=max_tokens,
             stop=req.stops(),
             top_logprobs=top_k,
@@ -73,11 +86,29 @@ class Handler:
         seeds = [None if req.seed is None else req.seed + i for i in range(req.n)]
         return [self.policy.spec(ids, sampling, s) for s in seeds]
 
-    async def run(self, specs: list[RowSpec], adapter: str | None) -> list[RowResult]:
+    async def run(
+        self, specs: list[RowSpec], adapter: str | None, gone: Gone | None = None
+    ) -> list[RowResult]:
+        """The rows' results; if ``gone`` fires first (or this call is cancelled) the rows are cancelled
+        in the batcher and a 499 is raised (nobody reads it)."""
+        work = asyncio.ensure_future(self.policy.submit(specs, adapter))
+        watch = asyncio.ensure_future(gone()) if gone is not None else None
         try:
-            return await self.policy.submit(specs, adapter)
+            await asyncio.wait(
+                {work} if watch is None else {work, watch}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not work.done():
+                raise ApiError(499, "the client closed the connection", code="client_closed_request")
+            return work.result()
         except PolicyError as exc:
             raise status_of(exc) from None
+        finally:
+            if watch is not None:
+                watch.cancel()
+            if not work.done():
+                for spec in specs:
+                    spec.cancelled = True
+                work.add_done_callback(_retrieve)
 
     def chat_choice(
         self, i: int, spec: RowSpec, res: RowResult, c: Completion, req: ChatRequest
@@ -97,8 +128,9 @@ class Handler:
             "token_ids": res.token_ids,
         }
 
-    async def chat(self, req: ChatRequest) -> dict[str, Any] | StreamingResponse:
+    async def chat(self, req: ChatRequest, gone: Gone | None = None) -> dict[str, Any] | StreamingResponse:
         adapter = self.adapter_for(req.model)
+        self.bound.check(text_chars(req.messages) + text_chars(req.tools), "messages")
         try:
             ids = encode_chat(
                 self.policy.tokenizer, req.messages, req.tools, tool_format=self.policy.tool_format
@@ -107,9 +139,13 @@ class Handler:
         except PolicyError as exc:
             raise status_of(exc) from None
         parse = bool(req.tools) and req.tool_choice != "none"
+        release = self.admission.admit(rows_cost(specs))
         if req.stream:
-            return StreamingResponse(self.stream(req, specs, adapter, parse), media_type="text/event-stream")
-        results = await self.run(specs, adapter)
+            return admitted_stream(self.stream(req, specs, adapter, parse), release)
+        try:
+            results = await self.run(specs, adapter, gone)
+        finally:
+            release()
         comps = [self.policy.completion(s, r, parse_tools=parse) for s, r in zip(specs, results, strict=True)]
         choices = [
             self.chat_choice(i, *x, req) for i, x in enumerate(zip(specs, results, comps, strict=True))
@@ -261,7 +297,9 @@ class Handler:
             yield chunk([], usage=_usage(specs[0].prompt_ids, results))
         yield "data: [DONE]\n\n"
 
-    async def complete(self, req: CompletionRequest) -> dict[str, Any] | StreamingResponse:
+    async def complete(
+        self, req: CompletionRequest, gone: Gone | None = None
+    ) -> dict[str, Any] | StreamingResponse:
         adapter = self.adapter_for(req.model)
         if req.echo:
             raise ApiError(400, "echo is not supported on /v1/completions", param="echo")
@@ -271,11 +309,15 @@ class Handler:
         except PolicyError as exc:
             raise status_of(exc) from None
         flat = [s for specs in per_prompt for s in specs]
+        if req.stream and len(prompts) > 1:
+            raise ApiError(400, "stream=true takes one prompt", param="prompt")
+        release = self.admission.admit(rows_cost(flat))
         if req.stream:
-            if len(prompts) > 1:
-                raise ApiError(400, "stream=true takes one prompt", param="prompt")
-            return StreamingResponse(self.stream_text(req, flat, adapter), media_type="text/event-stream")
-        results = await self.run(flat, adapter)
+            return admitted_stream(self.stream_text(req, flat, adapter), release)
+        try:
+            results = await self.run(flat, adapter, gone)
+        finally:
+            release()
         choices = []
         for i, (spec, res) in enumerate(zip(flat, results, strict=True)):
             c = self.policy.completion(spec, res)
@@ -316,6 +358,8 @@ class Handler:
         vocab = len(self.policy.tokenizer)
         out: list[list[int]] = []
         for item in items:
+            if isinstance(item, str):
+                self.bound.check(len(item), "prompt")
             ids = self.policy.tokenizer(item)["input_ids"] if isinstance(item, str) else list(item)
             if not ids or any(not 0 <= t < vocab for t in ids):
                 raise ApiError(400, f"prompt token ids must be non-empty and in [0, {vocab})", param="prompt")
@@ -332,6 +376,12 @@ def _pusher(
         loop.call_soon_threadsafe(queue.put_nowait, (row, token))
 
     return push
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned pass's outcome as seen (no "exception was never retrieved" warning)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _tool_call(t: Any) -> dict[str, Any]:

@@ -36,9 +36,11 @@ class ApiError(Exception):
         type_: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.type, self.param, self.code = status, type_, param, code
+        self.headers = headers  # sent with the response (``Retry-After`` on a 429)
 
 
 def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -54,25 +56,48 @@ def status_of(exc: PolicyError) -> ApiError:
     return ApiError(500, str(exc), type_="server_error", code=exc.kind)
 
 
+MAX_DEPTH = 64  # the deepest nesting of lists and objects a request field may have
+
+
 def _text_ok(value: Any, where: str) -> None:
     """Every string inside ``value`` must be encodable text: a lone surrogate (JSON ``"\\ud800"``) is
-    not, and would fail later inside the tokenizer."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            bad = value[exc.start]
-            raise ValueError(
-                f"{where} contains a lone surrogate (\\u{ord(bad):04x} at index {exc.start}); "
-                "send valid Unicode text"
-            ) from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _text_ok(k, where)
-            _text_ok(v, f"{where}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _text_ok(v, f"{where}[{i}]")
+    not, and would fail later inside the tokenizer. Nesting deeper than ``MAX_DEPTH`` is refused too
+    (the chat template and ``json.dumps`` recurse). Walked without recursion, so no depth crashes it;
+    a place is spelled out (``messages[0].content``) only for the error."""
+    todo: list[tuple[Any, _Path, int]] = [(value, (None, where), 0)]
+    while todo:
+        item, path, depth = todo.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = item[exc.start]
+                raise ValueError(
+                    f"{_spell(path)} contains a lone surrogate (\\u{ord(bad):04x} at index {exc.start}); "
+                    "send valid Unicode text"
+                ) from None
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"{_spell(path)} is nested more than {MAX_DEPTH} levels deep")
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            for k, v in pairs:
+                if isinstance(k, str):
+                    todo.append((k, path, depth + 1))
+                if isinstance(v, str | dict | list):
+                    todo.append((v, (path, f".{k}" if isinstance(item, dict) else f"[{k}]"), depth + 1))
+
+
+_Path = tuple[Any, str]  # (parent path or None, this step): built per item, spelled only for errors
+
+
+def _spell(path: _Path) -> str:
+    steps: list[str] = []
+    node: _Path | None = path
+    while node is not None:
+        steps.append(node[1])
+        node = node[0]
+    steps.reverse()
+    return "".join(steps) if len(steps) <= 8 else "".join(steps[:4]) + "..." + "".join(steps[-2:])
 
 
 class _Common(BaseModel):
@@ -116,7 +141,7 @@ class ChatRequest(_Common):
             _text_ok(m, f"messages[{i}]")
         return [{**m, "role": "system"} if m["role"] == "developer" else m for m in value]
 
-    @field_validator("tools", "stop")
+    @field_validator("tools", "stop", "tool_choice", "stream_options")
     @classmethod
     def _text(cls, value: Any, info: ValidationInfo) -> Any:
         _text_ok(value, str(info.field_name))
@@ -131,7 +156,8 @@ class CompletionRequest(_Common):
     @field_validator("prompt", "stop")
     @classmethod
     def _text(cls, value: Any, info: ValidationInfo) -> Any:
-        _text_ok(value, str(info.field_name))
+        if not (isinstance(value, list) and value and not isinstance(value[0], str)):  # ids: typed already
+            _text_ok(value, str(info.field_name))
         return value
 
 
