@@ -144,7 +144,8 @@ def register(app: typer.Typer) -> None:
         remote: list[str] = typer.Option(
             None,
             "--remote",
-            help="Sample from this OpenAI-compatible server URL (repeatable; scale.servers).",
+            help="Sample from this OpenAI-compatible server URL (repeatable; scale.servers). A server "
+            "started with an API key gets it from the environment variable VERIGYM_API_KEY.",
         ),
         ray: bool = typer.Option(False, "--ray", help="Run rollouts and graders on Ray (scale.ray)."),
         ray_address: str = typer.Option(

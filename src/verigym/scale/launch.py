@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def run_scaled_train(
             if not leader:
                 trainer.sampler = _Follower(trainer)
             elif sc.servers:
-                from verigym.scale.remote import RemoteSampler
+                from verigym.scale.remote import API_KEY_ENV, RemoteSampler
 
                 trainer.sampler = RemoteSampler(
                     sc.servers,
@@ -85,6 +86,7 @@ def run_scaled_train(
                     served_name=sc.served_name,
                     weights=sc.weight_push,
                     retries=sc.push_retries,
+                    api_key=os.environ.get(API_KEY_ENV) or None,  # never in the config or run files
                 )
         if sc.ray and leader:
             from verigym.scale.ray_backend import use_ray

@@ -64,10 +64,10 @@ class _Worker:
         from verigym.policies.openai import OpenAIPolicy
         from verigym.scale.remote import VersionedPolicy
 
-        urls, model, served, mode, version = spec
+        urls, model, served, mode, version, api_key = spec
         policy = self.policies.get((urls, served, mode))
         if policy is None:
-            policy = VersionedPolicy(OpenAIPolicy(model, list(urls)), served)
+            policy = VersionedPolicy(OpenAIPolicy(model, list(urls), api_key), served)
             policy.mode = mode
             self.policies[(urls, served, mode)] = policy
         policy.inner.model, policy.version = model, version  # set and used before any await
@@ -108,7 +108,14 @@ class _OnRay:
 
         if isinstance(policy, VersionedPolicy):
             p = policy
-            spec = (tuple(p.inner.base_urls), p.inner.model, p.served_name, p.mode, p.version)
+            spec = (
+                tuple(p.inner.base_urls),
+                p.inner.model,
+                p.served_name,
+                p.mode,
+                p.version,
+                p.inner.api_key,
+            )
             result: Trajectory = await self._pool.call("episode", self._key, spec, task, sampling)
             return result
         return await self._env.rollout(task, policy, sampling)

@@ -18,6 +18,11 @@
 
 Failed pushes are retried with exponential backoff; when the retries run out the run stops with
 ``WeightPushError`` rather than sample from weights of an unknown version.
+
+``api_key`` goes with every request, sampling and pushes alike, as ``Authorization: Bearer``
+(``verigym serve --api-key``, vLLM's ``--api-key``); ``verigym train --remote`` takes it from the
+environment variable ``API_KEY_ENV`` (``VERIGYM_API_KEY``). A ``verigym serve`` that receives pushes
+needs ``--allow-adapter-loading DIR`` with the push directory inside ``DIR``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from verigym.policies.base import PolicyError
 from verigym.policies.openai import OpenAIPolicy
 from verigym.types import Completion, Message, Sampling
 
-__all__ = ["RemoteSampler", "VersionedPolicy", "WeightPushError", "server_root"]
+__all__ = ["API_KEY_ENV", "RemoteSampler", "VersionedPolicy", "WeightPushError", "server_root"]
+
+API_KEY_ENV = "VERIGYM_API_KEY"  # where ``verigym train --remote`` finds the servers' key
 
 WeightMode = Literal["auto", "lora", "checkpoint"]
 
