@@ -31,9 +31,10 @@ DOCUMENTED: dict[str, list[str]] = {
         "framework_refs", "grade_repo", "is_protected", "is_test_path", "swe_grader",
     ],
     "verigym.graders.instructions": [
-        "INSTRUCTIONS", "SUPPORTED_LANGUAGES", "Checker", "InstructionResult", "bench_verdict",
-        "check_instruction", "check_instructions", "detect_language", "instructions_from_info",
-        "instructions_grader", "loose_variants",
+        "CHECKER_KINDS", "INSTRUCTIONS", "OFFICIAL_CHECKERS", "SUPPORTED_LANGUAGES", "Checker",
+        "CheckerKind", "InstructionResult", "bench_verdict", "check_instruction", "check_instructions",
+        "check_official", "detect_language", "instructions_from_info", "instructions_grader",
+        "loose_variants", "official_loose_variants",
     ],
     "verigym.graders.judge": [
         "JUDGE_SYSTEM", "JUDGE_TEMPLATE", "Criterion", "JudgeAgreement", "JudgeCache", "JudgeError",
