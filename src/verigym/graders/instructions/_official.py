@@ -13,10 +13,10 @@ checks them against lm-eval on all 541 prompts). Use it to reproduce published I
   is two all-caps tokens), words are ``\\w+`` runs (``_official_nlp``);
 - a repeated sentence counts toward a minimum, a "bullet" is any line starting with ``-`` (a
   ``---`` rule too) or ``*`` not followed by ``*``, a postscript marker may stand mid-sentence,
-  ``**bold**`` counts as two highlights, the two responses of ``two_responses`` need only differ
-  after stripping, ``repeat_prompt`` needs no answer after the repeated request,
-  ``constrained_response`` accepts a reply holding several of the options, ``[]`` is a
-  placeholder, and a reply whose language langdetect cannot tell follows any language rule;
+  the two responses of ``two_responses`` need only differ after stripping, ``repeat_prompt``
+  needs no answer after the repeated request, ``constrained_response`` accepts a reply holding
+  several of the options, ``[]`` is a placeholder, and a reply whose language langdetect cannot
+  tell follows any language rule;
 - kwargs: values that are falsy (not only None) are dropped, as lm-eval does; a ``letter`` that
   is not one ASCII letter (key 1122's ``#``, 1129's ``!``) is replaced by a random letter — lm-eval
   draws it from Python's global ``random`` state, here from ``random.Random(0)``, i.e. ``y``, so
