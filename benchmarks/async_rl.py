@@ -91,7 +91,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="verigym-async-rl-"))
     base = args.base or warm_start(work / "warm", args.seed)
-    proc, url = spawn_server(str(base), "--name", "base", threads=args.server_threads, timeout_s=180)
+    proc, url = spawn_server(
+        str(base),
+        "--name",
+        "base",
+        "--allow-adapter-loading",  # the trainer pushes LoRA weights (saved under work) to the server
+        str(work),
+        threads=args.server_threads,
+        timeout_s=180,
+    )
     try:
         results = [run(base, url, d, args.steps, work / f"d{d}", args.seed) for d in args.staleness]
     finally:
