@@ -105,6 +105,20 @@ _PHRASES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = tuple(
          r"|\bdecimal\s+form\b", "decimal form", ("decimal", "no_percent")),
     )
 )  # fmt: skip
+_KEYS = {  # words without which a phrase cannot occur (a substring test is cheaper than its regex)
+    "simplest radical form": ("radical",),
+    "rationalized denominator": ("rational",),
+    "simplest form": ("simplest", "lowest", "reduced"),
+    "common fraction": ("common",),
+    "fraction": ("fraction",),
+    "improper fraction": ("improper",),
+    "mixed number": ("mixed",),
+    "exact value": ("exact", "approx", "round", "terms of"),
+    "decimal form": ("decimal",),
+    "rounding": ("nearest", "decimal", "d.p"),
+    "approximation": ("approx", "estimat", "round"),
+}
+_KEY_WORDS = tuple(sorted({w for ws in _KEYS.values() for w in ws}))
 _APPROX_KIND = {"decimal form"}  # with the roundings: the approximation side of a conflict
 _NEAREST = re.compile(
     r"\b(?:to|at)\s+the\s+nearest\s+(tenth|hundredth|thousandth|ten[-\s]thousandth|whole(?:\s+number)?|integer"
@@ -153,15 +167,22 @@ def demanded(mode: str, question: str | None) -> Forms:
     kind, _ = parse_mode(mode)
     if kind == "exact_decimal":
         return Forms()
-    text = re.sub(r"\s+", " ", question or "")
-    found = [Demand(name, "question", checks) for rx, name, checks in _PHRASES if _said(rx, text, name)]
-    places, name = _rounding(text)
+    text = question or ""
+    low = text.lower()
+    words = {w for w in _KEY_WORDS if w in low}  # substring tests: the phrases' regexes cost more
+    keys = {name for name, need in _KEYS.items() if words.intersection(need)}
+    found = [
+        Demand(name, "question", checks)
+        for rx, name, checks in _PHRASES
+        if name in keys and _said(rx, text, name)
+    ]
+    places, name = _rounding(text) if "rounding" in keys else (None, "")
     if places is not None:
         found.append(Demand(name, "question", ("decimal", "places")))
     if kind == "simplest_form":
         kept = [d for d in found if d.name not in _APPROX_KIND and "places" not in d.checks]
         return Forms((Demand("simplest form", "mode simplest_form", _SIMPLEST), *kept))
-    if _APPROX.search(text):
+    if "approximation" in keys and _APPROX.search(text):
         found = [replace(d, checks=tuple(c for c in d.checks if c != "exact")) for d in found]
         found = [d for d in found if d.checks]
     return Forms(tuple(found), places)
