@@ -1,14 +1,16 @@
 """verigym's math grader vs math-verify 0.9, side by side and interleaved, on the same labeled suites.
 
 Suites: the two public files in ``../shared/benchmarks/verifier-suites/`` (math-verify's own test
-cases, TinyV's HardVerify-Math) and verigym's ``tests/suites/math.jsonl``. Sides:
+cases, TinyV's HardVerify-Math) and verigym's ``tests/suites/math.jsonl`` and
+``tests/suites/math_forms.jsonl`` (answers in the form the question demands). Sides:
 
 * verigym: ``check_equivalent(gold, pred, mode=line.mode, question=line.question)`` with the
   default hard timeout (worker processes started before timing);
 * math-verify with library defaults, one thread, the rule of the suites' README: gold wrapped in
   ``$...$`` unless it has ``$``, ``\\boxed``, ``\\(`` or ``\\[``; the prediction as given, and a
   second configuration with a bare prediction (no delimiters) wrapped in ``\\boxed{}``.
-  math-verify has no strictness modes: it compares every line as "equivalent".
+  math-verify has no strictness modes and does not read the question: it compares every line as
+  "equivalent".
 
 Fairness: the sides alternate round by round (a chunk of ``--chunk`` lines per round; the side
 that goes first rotates every round), each round gives one verigym / math-verify ratio per
@@ -49,6 +51,7 @@ DEFAULT_SUITES = [
     PUBLIC / "math-verify-tests.jsonl",
     PUBLIC / "hardverify-math.jsonl",
     ROOT / "tests" / "suites" / "math.jsonl",
+    ROOT / "tests" / "suites" / "math_forms.jsonl",  # issue 27: the form the question demands
 ]
 GOAL = 10.0  # issue 17: >= 10x math-verify's checks/s on every public suite, single process
 _DELIMS = ("$", "\\boxed", "\\(", "\\[")
