@@ -232,6 +232,10 @@ def main() -> None:
         if control:
             mean = sum(r["shuffled_lift"] for r in rows) / len(rows)
             print(f"shuffled mean lift <= 0.02: {'MET' if mean <= 0.02 else 'NOT MET'} ({mean:+.3f})")
+        worst = max(r["train_s"] for r in rows)  # SFT + RL + their evals, without the control
+        print(
+            f"each seed <= 20 min wall (issue 24): {verdict(worst <= 1200)} (max {worst / 60:.1f} min, --jobs {args.jobs})"
+        )
     elif args.presets == "quickstart" and args.env == "arithmetic":
         print("\n".join(targets(rows, control)))
     if args.json:

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--model",
             help="A real pretrained model (a catalogue name such as smollm2-135m-instruct, or a directory): "
-            "light SFT in its own chat template, then GRPO (DAPO), on 3-digit addition/subtraction asked in "
+            "light SFT in its own chat template, then GRPO (DAPO), on 2-digit addition/subtraction asked in "
             "words (default: the tiny model verigym builds).",
         ),
     ) -> None:
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:
                 fail(str(exc))
             cfg = real_quickstart_config(out, model=model, seed=seed, **overrides)
-            what = f"{model} → light SFT on verified 3-digit arithmetic demos in its chat template"
+            what = f"{model} → light SFT on verified 2-digit arithmetic demos in its chat template"
         else:
             cfg = quickstart_config(out, seed=seed, **overrides)
             what = "tiny model → light SFT on verified arithmetic demos"
