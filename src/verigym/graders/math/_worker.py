@@ -118,11 +118,13 @@ def _warm(check: Any) -> None:
 
 
 def _clear() -> bool:
+    from verigym.graders.math._forms import clear_form_caches
     from verigym.graders.math._parse import parse
     from verigym.graders.math._rules import clear_rule_caches
     from verigym.graders.math._values import to_sympy
 
     clear_rule_caches()
+    clear_form_caches()
     parse.cache_clear()
     to_sympy.cache_clear()
     return True

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Node", "read_written"]
+__all__ = ["MAX_WRITTEN", "Node", "read_written"]
 
+MAX_WRITTEN = 400  # longer expressions are not read (their rules pass)
 _TOKEN = re.compile(r"(\s*)(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\[{}|]|[a-zA-Z]|[-+*/^_(){}\[\]!|:'])")
 _SIGNS = ("+", "-", "\\pm", "\\mp")
 _PRODUCT = ("*", "\\cdot", "\\times")
@@ -190,7 +191,10 @@ def _plain_int_frac(n: Node) -> bool:
 
 
 def read_written(core: str) -> Node | None:
-    """The written-form tree of one expression, or None when it cannot be read."""
+    """The written-form tree of one expression, or None when it cannot be read (or is longer than
+    ``MAX_WRITTEN`` characters: the rules walk the tree in quadratic time)."""
+    if len(core) > MAX_WRITTEN:
+        return None
     try:
         reader = _Reader(core)
         if not reader.toks:
