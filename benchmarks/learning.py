@@ -79,7 +79,9 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     else:
         recipe = calc_quickstart_config if job["env"] == "calc" else quickstart_config
         cfg = recipe(out, seed=job["seed"], **over)
-    cache = Path(job["out"]) / f"sft-{job['seed']}.pt"  # one SFT per seed, shared by the presets
+    cache = (
+        Path(job["sft_dir"] or job["out"]) / f"sft-{job['seed']}.pt"
+    )  # one SFT per seed, shared by the presets
     graders = (TOOL,) if job["env"] == "calc" else ()
     result = learning_run(cfg, control=job["control"], sft_cache=cache, graders=graders)
     result["preset"] = preset
@@ -186,11 +188,19 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process with --model")
     ap.add_argument(
+        "--keep-sft",
+        type=Path,
+        default=None,
+        help="keep each seed's SFT weights here (sft-SEED.pt; loaded instead of training when present)",
+    )
+    ap.add_argument(
         "--set", action="append", default=[], help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6)"
     )
     args = ap.parse_args()
     sets = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.set)}
     control = not args.no_control
+    if args.keep_sft:
+        args.keep_sft.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         presets = args.presets.split(",")
         seeds = parse_seeds(args.seeds)
@@ -207,6 +217,7 @@ def main() -> None:
                     "model": args.model,
                     "threads": args.threads,
                     "set": sets,
+                    "sft_dir": str(args.keep_sft or ""),
                 }
                 for p in names
                 for s in seeds

@@ -61,13 +61,19 @@ def sft_checkpoint(job: dict[str, Any]) -> dict[str, Any]:
 
     cfg = recipe(done.parent / "run", job["model"], job["seed"], job["sets"])
     model, tok = load_model(cfg.model)
-    trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=load_envs(cfg), out_dir=done.parent / "run")
-    rows = build_sft_rows(cfg, tok, trainer.envs)
-    sft = sft_train(
-        model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=lambda: trainer.evaluate()["eval/pass_at_1"]
-    )
+    cached = Path(job["sft_from"] or ".") / f"sft-{job['seed']}.pt"
+    if job["sft_from"] and cached.is_file():  # the same recipe's SFT weights, saved by learning.py
+        import torch
+
+        model.load_state_dict(torch.load(cached))
+        steps = json.loads(cached.with_suffix(".json").read_text())["sft_steps"]
+    else:
+        trainer = RLTrainer(cfg, model=model, tokenizer=tok, envs=load_envs(cfg), out_dir=done.parent / "run")
+        rows = build_sft_rows(cfg, tok, trainer.envs)
+        evaluate = lambda: trainer.evaluate()["eval/pass_at_1"]  # noqa: E731
+        steps = sft_train(model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=evaluate)["steps"]
     save_final(model, tok, done.parent / "model")
-    info = {"sft_steps": sft["steps"], "dir": str(done.parent / "model")}
+    info = {"sft_steps": steps, "dir": str(done.parent / "model")}
     done.write_text(json.dumps(info))
     return info
 
@@ -180,6 +186,12 @@ def main() -> None:
     ap.add_argument(
         "--set", action="append", default=[], help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6)"
     )
+    ap.add_argument(
+        "--sft-from",
+        type=Path,
+        default=None,
+        help="a folder of sft-SEED.pt/.json: the recipe's SFT weights as benchmarks/learning.py --keep-sft saves them",
+    )
     ap.add_argument("--side", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side is not None:
@@ -201,6 +213,7 @@ def main() -> None:
             "sets": sets,
             "threads": args.threads,
             "work": str(args.work),
+            "sft_from": str(args.sft_from or ""),
         }
         sft = sft_checkpoint(base)
         row: dict[str, Any] = {
