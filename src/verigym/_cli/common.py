@@ -3,7 +3,6 @@ policy an eval configuration asks for (used by ``eval`` and ``suite``)."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -72,37 +71,22 @@ def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
 
 def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     """The policy, a line describing it, and whether it is remote (to check the endpoint)."""
-    if config.base_url:
-        from verigym.policies.openai import OpenAIPolicy
+    from verigym.policies.spec import MissingApiKey, open_model
 
-        key = None
-        if config.api_key_env:
-            key = os.environ.get(config.api_key_env)
-            if not key:
-                fail(
-                    f"--api-key-env {config.api_key_env}: the environment variable {config.api_key_env} is not set"
-                )
-        elif all("api.openai.com" in u for u in config.base_url):
-            key = os.environ.get("OPENAI_API_KEY") or fail(
-                "api.openai.com needs a key: set OPENAI_API_KEY or --api-key-env"
+    spec = config.model_spec()
+    if not spec.served:
+        try:
+            import verigym.policies.default  # noqa: F401  (torch and transformers)
+        except ImportError as exc:
+            fail(
+                f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url"
             )
-        policy = OpenAIPolicy(
-            config.model or "",
-            config.base_url,
-            api_key=key,
-            concurrency=config.concurrency,
-            timeout=config.timeout,
-            max_retries=config.max_retries,
-        )
-        return policy, f"{config.model or '(server default)'} at {', '.join(config.base_url)}", True
     try:
-        from verigym.policies.default import default_policy
-    except ImportError as exc:
-        fail(f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url")
-    try:
-        local, message = default_policy(config.model)
+        opened = open_model(spec)
+    except MissingApiKey as exc:
+        fail(exc.worded("--api-key-env"))
     except (OSError, ValueError) as exc:
         if str(exc).endswith("no such directory"):
             fail(f"--model {exc}")
         fail(f"--model {config.model}: cannot load the local model ({exc})")
-    return local, message, False
+    return opened.policy, opened.description, opened.remote

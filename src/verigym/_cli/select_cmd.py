@@ -8,7 +8,6 @@ Samples once at the largest N through the runner, sub-samples for smaller N, and
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from pathlib import Path
@@ -77,27 +76,21 @@ def _policy(
     model: str | None, base_url: list[str] | None, api_key_env: str | None, concurrency: int, flag: str
 ) -> tuple[Policy, str, bool]:
     """The policy, a line describing it, and whether it is remote."""
-    if base_url:
-        from verigym.policies.openai import OpenAIPolicy
-
-        key = None
-        if api_key_env:
-            key = os.environ.get(api_key_env) or fail(
-                f"{flag}: the environment variable {api_key_env} is not set"
-            )
-        return (
-            OpenAIPolicy(model or "", base_url, api_key=key, concurrency=concurrency),
-            f"{model} at {', '.join(base_url)}",
-            True,
-        )
     from verigym.policies.base import PolicyError
-    from verigym.policies.default import default_policy
+    from verigym.policies.spec import MissingApiKey, ModelSpec, open_model
 
+    spec = ModelSpec(model=model, base_url=base_url or [], api_key_env=api_key_env, concurrency=concurrency)
     try:
-        policy, message = default_policy(model)
+        opened = open_model(spec)
+    except MissingApiKey as exc:
+        fail(
+            exc.worded("--api-key-env")
+            if exc.implicit
+            else f"{flag}: the environment variable {exc.variable} is not set"
+        )
     except (OSError, ValueError, PolicyError) as exc:
         fail(f"{flag}model {model}: cannot load the local model ({exc})")
-    return policy, str(message), False
+    return opened.policy, opened.description, opened.remote
 
 
 async def _check(policy: Any, flag: str) -> None:

@@ -29,7 +29,6 @@ banned word; the null policy replies nothing.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +41,7 @@ from verigym.graders.format import strip_think
 from verigym.graders.judge import judge_grader, quoted_phrase_verdict
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
+from verigym.policies.spec import MissingApiKey, ModelSpec, make_policy
 from verigym.rubric import Grader, Rubric
 from verigym.types import Grade, Message, Task, Trajectory
 
@@ -94,14 +94,15 @@ class RubricWritingEnv(SingleTurnEnv):
         if judge is not None and judge_base_url is not None:
             raise EnvArgError("rubric_writing: give judge= or judge_base_url=, not both")
         if judge is None and judge_base_url is not None:
-            from verigym.policies.openai import OpenAIPolicy
-
-            key = os.environ.get(judge_api_key_env) if judge_api_key_env else None
-            if judge_api_key_env and not key:
+            spec = ModelSpec(model=judge_model, base_url=[judge_base_url], api_key_env=judge_api_key_env)
+            try:
+                judge = make_policy(spec)
+            except MissingApiKey as exc:
                 raise EnvArgError(
-                    f"rubric_writing: judge_api_key_env: the variable {judge_api_key_env} is not set"
-                )
-            judge = OpenAIPolicy(judge_model or "", [judge_base_url], api_key=key)
+                    f"rubric_writing: {exc.worded('judge_api_key_env')}"
+                    if exc.implicit
+                    else f"rubric_writing: judge_api_key_env: the variable {exc.variable} is not set"
+                ) from None
             self._owns_judge = True
         self.judge: Policy = judge if judge is not None else offline_judge()
         self.judge_is_stand_in = judge is None

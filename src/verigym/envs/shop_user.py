@@ -10,7 +10,8 @@ ends the conversation. Requests, databases and graders are those of ``tools`` (`
 ``outputs`` (every required fact was said to the user) — τ-bench-style final-state grading.
 
 ``user`` picks the simulator: ``"scripted"`` (default, offline, deterministic) or a model
-served over an OpenAI-compatible API (``user_model`` with ``user_base_url``), which is shown the
+served over an OpenAI-compatible API (``user_model`` with ``user_base_url``, and ``user_api_key_env``
+naming the variable that holds its key, as ``verigym.policies.ModelSpec`` reads it), which is shown the
 goal's plain-language ``instruction`` (``envs.user_sim.PolicyUser``).
 """
 
@@ -30,6 +31,7 @@ from verigym.envs.user_sim import Reveal, ScriptedUser, User, UserSimEnv
 from verigym.graders.toolcall import final_state_grader, required_outputs_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
+from verigym.policies.spec import MissingApiKey, ModelSpec, make_policy
 from verigym.rubric import Rubric
 from verigym.types import Message, Task, ToolCall
 
@@ -64,6 +66,7 @@ class ShopUserEnv(UserSimEnv):
         user: str = "scripted",
         user_model: str | None = None,
         user_base_url: str | None = None,
+        user_api_key_env: str | None = None,
         system_prompt: str | None = SYSTEM_PROMPT,
         tool_variant: int | None = None,
     ) -> None:
@@ -75,7 +78,7 @@ class ShopUserEnv(UserSimEnv):
         rubric = Rubric([state, required_outputs_grader(name="outputs")], gates={"outputs": ["final_state"]})
         super().__init__(
             SHOP_TOOLS,
-            user=_make_user(user, user_model, user_base_url),
+            user=_make_user(user, user_model, user_base_url, user_api_key_env),
             rubric=rubric,
             system_prompt=system_prompt,
             max_turns=int_arg("tools_user", "max_turns", max_turns, 2, 100),
@@ -127,18 +130,21 @@ class ShopUserEnv(UserSimEnv):
         return ScriptedPolicy(lambda messages: "Sorry, I cannot help with that.", name="tools_user-null")
 
 
-def _make_user(kind: str, model: str | None, base_url: str | None) -> Policy | None:
+def _make_user(kind: str, model: str | None, base_url: str | None, api_key_env: str | None) -> Policy | None:
     if kind == "scripted":
         if model is not None or base_url is not None:
             raise EnvArgError("tools_user: user_model/user_base_url need user='policy'")
+        if api_key_env is not None:
+            raise EnvArgError("tools_user: user_api_key_env needs user='policy'")
         return None
     if kind != "policy":
         raise EnvArgError(f"tools_user: user must be 'scripted' or 'policy', got {kind!r}")
     if not model or not base_url:
         raise EnvArgError("tools_user: user='policy' needs user_model and user_base_url")
-    from verigym.policies.openai import OpenAIPolicy
-
-    return OpenAIPolicy(model, [base_url])
+    try:
+        return make_policy(ModelSpec(model=model, base_url=[base_url], api_key_env=api_key_env))
+    except MissingApiKey as exc:
+        raise EnvArgError(f"tools_user: {exc.worded('user_api_key_env')}") from None
 
 
 def _oracle_turn(task: Task, messages: Sequence[Message]) -> Reply:

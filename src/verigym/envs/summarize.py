@@ -162,20 +162,27 @@ def resum(
     summary_max_tokens: int = 512,
     summarizer_base_url: str | None = None,
     summarizer_model: str | None = None,
+    summarizer_api_key_env: str | None = None,
     **env_args: Any,
 ) -> Environment:
     """Registry-facing factory: ``ReSumEnv(load_env(env, **env_args), ...)``; the summarizer is the
-    rollout policy unless ``summarizer_base_url`` names an OpenAI-compatible server."""
+    rollout policy unless ``summarizer_base_url`` names an OpenAI-compatible server (its key in the
+    variable ``summarizer_api_key_env``, read as ``verigym.policies.ModelSpec`` reads keys)."""
     from verigym.envs.registry import EnvArgError, load_env
+    from verigym.policies.spec import MissingApiKey, ModelSpec, make_policy
 
     inner = load_env(env, **env_args)
     if not isinstance(inner, MultiTurnEnv):
         raise EnvArgError(f"resum: environment {env!r} is not multi-turn")
     summarizer: Policy | None = None
     if summarizer_base_url is not None:
-        from verigym.policies.openai import OpenAIPolicy
-
-        summarizer = OpenAIPolicy(summarizer_model or "", [summarizer_base_url])
+        spec = ModelSpec(
+            model=summarizer_model, base_url=[summarizer_base_url], api_key_env=summarizer_api_key_env
+        )
+        try:
+            summarizer = make_policy(spec)
+        except MissingApiKey as exc:
+            raise EnvArgError(f"resum: {exc.worded('summarizer_api_key_env')}") from None
     return ReSumEnv(
         inner,
         max_context_tokens=max_context_tokens,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from verigym._files import FileProblem, read_toml
 from verigym.graders.penalties import RubricSpec
+from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.types import Sampling
 
@@ -91,6 +92,18 @@ class EvalConfig(BaseModel):
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"{url!r} is not a URL (expected http(s)://host[:port]/v1)")
         return value
+
+    def model_spec(self) -> ModelSpec:
+        """The model these options name (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
+        ``timeout``, ``max_retries``), for ``verigym.policies.make_policy``."""
+        return ModelSpec(
+            model=self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
 
     def sampling(self) -> Sampling:
         return Sampling(

@@ -22,11 +22,11 @@ one from the command line. ``verigym.envs.extras.prepare_env`` puts them on an e
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from verigym.policies.spec import MissingApiKey, ModelSpec, make_policy
 from verigym.rubric import Penalty
 
 __all__ = [
@@ -97,24 +97,19 @@ def build_penalty(spec: PenaltySpec) -> Penalty:
     from verigym.graders import hacking
 
     if spec.detector == "cheat_judge":
-        from verigym.policies.openai import OpenAIPolicy
-
-        key = None
-        if spec.api_key_env:
-            key = os.environ.get(spec.api_key_env)
-            if not key:
-                raise ValueError(
-                    f"rubric.penalties {spec.key}: the environment variable {spec.api_key_env} is not set"
-                )
         assert spec.base_url is not None
-        judge = OpenAIPolicy(  # httpx: no aiohttp session left open after the run
-            spec.model or "",
-            [spec.base_url],
-            api_key=key,
+        model = ModelSpec(  # httpx: no aiohttp session left open after the run
+            model=spec.model,
+            base_url=[spec.base_url],
+            api_key_env=spec.api_key_env,
             timeout=spec.timeout,
             max_retries=2,
             transport="sdk-httpx",
         )
+        try:
+            judge = make_policy(model)
+        except MissingApiKey as exc:
+            raise ValueError(f"rubric.penalties {spec.key}: {exc}") from None
         grader = hacking.cheat_judge(judge, name=spec.key, timeout=spec.timeout)
     else:
         factory = getattr(hacking, spec.detector)

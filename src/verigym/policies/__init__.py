@@ -1,1 +1,60 @@
-"""verigym.policies."""
+"""verigym.policies: the ``Policy`` protocol, its implementations, and one way to name a model.
+
+- ``ModelSpec`` / ``make_policy`` (``spec``): a model named the same way everywhere (a local path, a
+  catalogue name, a Hub name, or served URLs with their key, concurrency, timeout and transport),
+  turned into a policy by one factory.
+- ``OpenAIPolicy`` (``openai``): any OpenAI-compatible server; ``LocalPolicy`` (``local``): a
+  transformers model in-process; ``ScriptedPolicy`` (``scripted``): replies from a function.
+
+``OpenAIPolicy``, ``LocalPolicy`` and ``ScriptedPolicy`` are imported when first asked for (the HTTP
+client and torch load only then).
+"""
+
+from typing import TYPE_CHECKING
+
+from verigym.policies.base import Policy, PolicyError, sample
+from verigym.policies.spec import (
+    MissingApiKey,
+    ModelSpec,
+    OpenedModel,
+    api_key_for,
+    make_policy,
+    open_model,
+    served_policy,
+)
+
+if TYPE_CHECKING:
+    from verigym.policies.local import LocalPolicy
+    from verigym.policies.openai import OpenAIPolicy
+    from verigym.policies.scripted import ScriptedPolicy
+
+_LAZY = {
+    "LocalPolicy": "verigym.policies.local",
+    "OpenAIPolicy": "verigym.policies.openai",
+    "ScriptedPolicy": "verigym.policies.scripted",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'verigym.policies' has no attribute {name!r}")
+
+
+__all__ = [
+    "LocalPolicy",
+    "MissingApiKey",
+    "ModelSpec",
+    "OpenAIPolicy",
+    "OpenedModel",
+    "Policy",
+    "PolicyError",
+    "ScriptedPolicy",
+    "api_key_for",
+    "make_policy",
+    "open_model",
+    "sample",
+    "served_policy",
+]

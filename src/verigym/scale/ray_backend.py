@@ -61,13 +61,14 @@ class _Worker:
         return result
 
     async def episode(self, key: str, spec: tuple[Any, ...], task: Task, sampling: Sampling) -> Trajectory:
-        from verigym.policies.openai import OpenAIPolicy
+        from verigym.policies.spec import ModelSpec, served_policy
         from verigym.scale.remote import VersionedPolicy
 
         urls, model, served, mode, version, api_key = spec
         policy = self.policies.get((urls, served, mode))
         if policy is None:
-            policy = VersionedPolicy(OpenAIPolicy(model, list(urls), api_key), served)
+            client = served_policy(ModelSpec(model=model, base_url=list(urls), api_key=api_key))
+            policy = VersionedPolicy(client, served)
             policy.mode = mode
             self.policies[(urls, served, mode)] = policy
         policy.inner.model, policy.version = model, version  # set and used before any await

@@ -39,6 +39,7 @@ import httpx
 
 from verigym.policies.base import PolicyError
 from verigym.policies.openai import OpenAIPolicy
+from verigym.policies.spec import ModelSpec, served_policy
 from verigym.types import Completion, Message, Sampling
 
 __all__ = ["API_KEY_ENV", "RemoteSampler", "VersionedPolicy", "WeightPushError", "server_root"]
@@ -134,12 +135,14 @@ class RemoteSampler:
         self.pushes = 0
         self.push_retries = 0
         self._transport = transport
-        self._policy = VersionedPolicy(
-            OpenAIPolicy(
-                f"{served_name}-v0", self.base_urls, api_key, concurrency=concurrency, timeout=timeout
-            ),
-            served_name,
+        spec = ModelSpec(
+            model=f"{served_name}-v0",
+            base_url=self.base_urls,
+            api_key=api_key,
+            concurrency=concurrency,
+            timeout=timeout,
         )
+        self._policy = VersionedPolicy(served_policy(spec), served_name)
         self._tokenizer: Any = None
         self._pending: int | None = None
         self._published: list[int] = []  # versions whose files (and adapters) exist
