@@ -2,6 +2,8 @@
 
 Environments (tasks + harness + rubric) run a ``Policy`` into ``Trajectory`` records scored
 by a ``Rubric``; the same records feed evaluation, SFT data, RL and test-time selection.
+``verigym.evaluate(env, model, ...)`` runs one eval from a script or notebook (``ModelSpec`` names the
+model); ``verigym.load_env`` loads an environment.
 """
 
 from typing import TYPE_CHECKING
@@ -26,16 +28,29 @@ from verigym.types import (
 
 if TYPE_CHECKING:
     from verigym.envs.registry import load_env
+    from verigym.eval.config import EvalConfig
+    from verigym.eval.workflow import aevaluate, evaluate
+    from verigym.policies.spec import ModelSpec, make_policy
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "load_env": "verigym.envs.registry",
+    "evaluate": "verigym.eval.workflow",
+    "aevaluate": "verigym.eval.workflow",
+    "EvalConfig": "verigym.eval.config",
+    "ModelSpec": "verigym.policies.spec",
+    "make_policy": "verigym.policies.spec",
+}
+
 
 def __getattr__(name: str) -> object:
-    # Lazy: the registry (and any environment) is imported only when asked for.
-    if name == "load_env":
-        from verigym.envs.registry import load_env
+    # Lazy: the registry (and any environment), the eval workflow and the model factory are imported
+    # only when asked for. ``verigym.eval`` is the subpackage; ``verigym.evaluate`` runs one eval.
+    if name in _LAZY:
+        import importlib
 
-        return load_env
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'verigym' has no attribute {name!r}")
 
 
@@ -43,10 +58,12 @@ __all__ = [
     "Completion",
     "Environment",
     "ErrorInfo",
+    "EvalConfig",
     "Grade",
     "Grader",
     "GroupGrader",
     "Message",
+    "ModelSpec",
     "MultiTurnEnv",
     "Penalty",
     "Policy",
@@ -62,6 +79,9 @@ __all__ = [
     "Turn",
     "Usage",
     "__version__",
+    "aevaluate",
+    "evaluate",
     "load_env",
+    "make_policy",
     "sample",
 ]

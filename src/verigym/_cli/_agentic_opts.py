@@ -1,6 +1,6 @@
 """``verigym eval --mcp`` / ``--penalty``: flags that add MCP servers and cheating penalties to the
-config (after ``[[tools.mcp]]`` / ``[[rubric.penalties]]`` of ``--config``), and the step that applies
-them to the environment."""
+config (after ``[[tools.mcp]]`` / ``[[rubric.penalties]]`` of ``--config``); ``verigym.evaluate``
+applies them to the environment."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from pydantic import ValidationError
 from verigym._cli.common import fail
 
 if TYPE_CHECKING:
-    from verigym.envs.base import Environment
     from verigym.eval.config import EvalConfig
-    from verigym.tools import MCPTools
 
-__all__ = ["MCP_HELP", "PENALTY_HELP", "apply_extras", "extend_config"]
+__all__ = ["MCP_HELP", "PENALTY_HELP", "extend_config"]
 
 MCP_HELP = (
     "MCP server whose tools the environment offers: a command run over stdio ('python server.py') "
@@ -51,14 +49,3 @@ def extend_config(config: EvalConfig, mcp: list[str] | None, penalty: list[str] 
         fail(_one_line(exc))
     tools = ToolsSpec(mcp=[*config.tools.mcp, *servers])
     return config.model_copy(update={"rubric": rubric, "tools": tools})
-
-
-def apply_extras(env: Environment, config: EvalConfig) -> list[MCPTools]:
-    """Add the config's penalties and MCP tools to ``env`` (one red line and exit 2 on failure)."""
-    from verigym.envs.extras import prepare_env
-    from verigym.envs.registry import EnvError
-
-    try:
-        return prepare_env(env, config.rubric.penalties, config.tools.mcp)
-    except EnvError as exc:
-        fail(str(exc))

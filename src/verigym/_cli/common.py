@@ -71,22 +71,10 @@ def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
 
 def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     """The policy, a line describing it, and whether it is remote (to check the endpoint)."""
-    from verigym.policies.spec import MissingApiKey, open_model
+    from verigym.eval.workflow import EvalSetupError, open_policy
 
-    spec = config.model_spec()
-    if not spec.served:
-        try:
-            import verigym.policies.default  # noqa: F401  (torch and transformers)
-        except ImportError as exc:
-            fail(
-                f"no --base-url given and the embedded default policy is unavailable ({exc}); pass --base-url"
-            )
     try:
-        opened = open_model(spec)
-    except MissingApiKey as exc:
-        fail(exc.worded("--api-key-env"))
-    except (OSError, ValueError) as exc:
-        if str(exc).endswith("no such directory"):
-            fail(f"--model {exc}")
-        fail(f"--model {config.model}: cannot load the local model ({exc})")
+        opened = open_policy(config.model_spec())
+    except EvalSetupError as exc:
+        fail(str(exc))
     return opened.policy, opened.description, opened.remote

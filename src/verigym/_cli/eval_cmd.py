@@ -1,15 +1,15 @@
 """``verigym eval ENV``: evaluate a model on an environment; writes results, config, summary, report.
 
 The command resolves its configuration (defaults < saved config of a resumed run < ``--config``
-< flags), builds the environment and the policy, checks the endpoint, and runs
-``verigym.eval.run.evaluate`` under a rich progress bar. Bad input is one red line and exit 2.
+< flags) and hands it to the library's ``verigym.eval.workflow.aevaluate`` (environment, penalties
+and MCP tools, tasks, policy, endpoint check, the run), showing its events as a rich progress bar and
+the summary as a table. Bad input is one red line and exit 2.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import signal
 import sys
 import time
@@ -19,27 +19,13 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
-from verigym._cli.common import THREADS_HELP, console, eval_policy, fail, parse_kv, set_threads
+from verigym._cli.common import THREADS_HELP, console, error_line, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 if TYPE_CHECKING:
-    from verigym.envs.base import Environment
     from verigym.eval.config import EvalConfig
-    from verigym.policies.base import Policy
 
 __all__ = ["register"]
-
-
-def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
-    """An environment by registry name, entry point, or ``module:attr`` / ``path/to/file.py:attr``."""
-    from verigym.envs.registry import EnvError, load_env
-
-    try:
-        return load_env(name, **kwargs)
-    except EnvError as exc:
-        fail(str(exc))
-    except Exception as exc:  # the environment's own constructor failed
-        fail(f"environment {name!r} failed to start: {type(exc).__name__}: {exc}")
 
 
 def _started(out: Path) -> bool:
@@ -84,34 +70,8 @@ def _resolve(
     return config, saved
 
 
-async def _check(policy: Any, config: EvalConfig) -> None:
-    from verigym.policies.base import PolicyError
-
-    try:
-        models = await policy.check()
-    except PolicyError as exc:
-        fail(f"--base-url: {exc}")
-    if not config.model:
-        if not models:
-            fail("--model is required: the server at --base-url lists no models")
-        policy.model = config.model = models[0]
-
-
-def _env_policy(env: Environment, config: EvalConfig) -> Policy:
-    """``--policy oracle|null``: the environment's own policy (a self-check through the whole eval)."""
-    if config.base_url or config.model:
-        flag = "--base-url" if config.base_url else "--model"
-        fail(f"--policy {config.policy} runs the environment's own policy: drop {flag}")
-    try:
-        chosen = env.oracle_policy() if config.policy == "oracle" else env.null_policy()
-    except Exception as exc:  # e.g. an oracle that needs data the environment does not have
-        fail(f"environment {config.env!r}: its {config.policy} policy failed: {type(exc).__name__}: {exc}")
-    if chosen is None:
-        fail(f"environment {config.env!r} has no {config.policy} policy (see `verigym check-env`)")
-    return chosen
-
-
 def _run(config: EvalConfig, out: Path, resume: bool) -> None:
+    """``verigym.eval.workflow.aevaluate`` under a progress bar; its errors as one red line."""
     to_run_dir(out)
     from rich.markup import escape
     from rich.progress import (
@@ -124,42 +84,14 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         TimeRemainingColumn,
     )
 
-    from verigym._cli._agentic_opts import apply_extras
     from verigym._cli._eval_show import print_summary
-    from verigym.envs.extras import close_servers
     from verigym.eval.config import ConfigError
-    from verigym.eval.run import EvalResult, evaluate
+    from verigym.eval.run import EvalResult
     from verigym.eval.store import StoreError
+    from verigym.eval.workflow import EvalEvent, aevaluate
     from verigym.runner import tuned_gc
     from verigym.types import Record
 
-    env_args = dict(config.env_args)
-    env = _load_env(config.env, env_args)
-    policy: Any = None
-    extra = {k: v for k, v in env.real_model_args.items() if k not in env_args}
-    if extra and config.policy is None:  # whether they apply is known once the model is loaded
-        policy, description, remote = eval_policy(config)
-        # only where the model is known to be pretrained: a server may host the tiny model (`verigym serve`)
-        if not remote and not getattr(policy, "is_toy", True):
-            env_args.update(extra)  # recorded in config.json, so --resume asks the same questions
-            env = _load_env(config.env, env_args)
-            config = config.model_copy(update={"env_args": env_args})
-            shown = " ".join(f"{k}={v}" for k, v in extra.items())
-            console.print(f"[dim]{escape(config.env)}: {escape(shown)} for a pretrained model[/]")
-    servers = apply_extras(env, config)  # --penalty / --mcp and their config tables
-    try:
-        tasks = env.tasks(config.num_tasks, seed=config.seed, split=config.split)
-    except Exception as exc:  # a malformed dataset: the loader's message names file and row
-        fail(f"environment {config.env!r}: cannot load tasks: {exc}")
-    if not tasks:
-        fail(f"environment {config.env!r} has no tasks in split {config.split!r}")
-    if config.policy is not None:
-        policy, remote = _env_policy(env, config), False
-        description = f"{policy.name} (the environment's {config.policy} policy, no model)"
-    elif policy is None:
-        policy, description, remote = eval_policy(config)
-    if not remote:
-        console.print(f"[yellow]{escape(description)}[/]")
     progress = Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -206,51 +138,63 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         if time.perf_counter() - stats["shown_at"] >= 0.1:  # the bar redraws 4x a second: no need for more
             show()
 
-    async def main() -> EvalResult:
-        me = asyncio.current_task()
-        if me is not None:  # SIGTERM stops the run like Ctrl-C: cancel, keep what is written
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
-        try:
-            if remote:
-                await _check(policy, config)
-                console.print(f"[dim]{escape(config.model or '')} at {escape(', '.join(config.base_url))}[/]")
+    stage = "setup"  # then "check" (a served endpoint) and "run" (the bar is up)
+    me: asyncio.Task[Any] | None = None
+
+    def on_event(event: EvalEvent) -> None:
+        nonlocal stage
+        if event.kind == "record" and event.record is not None:
+            advance(event.record)
+        elif event.kind == "start":
+            started(event.total, event.done)
+        elif event.kind == "ready":
+            stage = "check"
+            if me is not None:  # SIGTERM stops the run like Ctrl-C: cancel, keep what is written
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
+        elif event.kind == "running":
+            stage = "run"
             progress.start()
-            return await evaluate(
-                env,
-                policy,
-                tasks,
-                config,
-                out=out,
-                resume=resume,
-                policy_description=description,
-                on_start=started,
-                on_record=advance,
-            )
-        finally:
-            show()
-            progress.stop()
-            for owner in (policy, env):  # an environment may hold clients of its own (a judge)
-                close = getattr(owner, "aclose", None)
-                if close is not None:
-                    await close()
+        elif event.kind == "policy":  # an in-process model or the environment's own policy
+            console.print(f"[yellow]{escape(event.message)}[/]")
+        else:  # env_args added for a pretrained model; the served endpoint answered
+            console.print(f"[dim]{escape(event.message)}[/]")
+
+    async def main() -> EvalResult:
+        nonlocal me
+        me = asyncio.current_task()
+        return await aevaluate(config.env, None, config, out=out, resume=resume, on_event=on_event)
+
+    def end_bar() -> None:
+        show()
+        progress.stop()
 
     try:
         with tuned_gc():
             result = asyncio.run(main())
     except (ConfigError, StoreError) as exc:  # StoreError: a results file that is not ours, with its line
+        if stage == "check":  # the endpoint: its line, then the (never started) bar ends
+            error_line(str(exc))
+            end_bar()
+            raise typer.Exit(2) from None
+        if stage == "run":
+            end_bar()
         fail(str(exc))
-    except OSError as exc:  # the output folder is unwritable, the disk is full...
-        fail(f"--out {out}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        console.print(
-            f"[yellow]interrupted:[/] {stats['n']} new samples are saved in {out / 'results.jsonl'}; "
-            f"continue with: [bold]verigym eval --out {out} --resume[/]",
-            soft_wrap=True,
-        )
-        raise typer.Exit(130) from None
-    finally:
-        close_servers(servers)
+    except BaseException as exc:
+        if stage == "setup":
+            raise
+        end_bar()
+        if isinstance(exc, OSError):  # the output folder is unwritable, the disk is full...
+            fail(f"--out {out}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            console.print(
+                f"[yellow]interrupted:[/] {stats['n']} new samples are saved in {out / 'results.jsonl'}; "
+                f"continue with: [bold]verigym eval --out {out} --resume[/]",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+        raise
+    end_bar()
     print_summary(result, console)
     if result.summary["n_samples"] and not result.summary["n_scored"]:
         console.print(
@@ -370,8 +314,9 @@ def register(app: typer.Typer) -> None:
         cfg, _ = _resolve(flags, config, resume)
         cfg = extend_config(cfg, mcp, penalty)
         if cfg.out is None:
-            slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", cfg.env)[:40]
-            cfg = cfg.model_copy(update={"out": f"runs/{slug}-{time.strftime('%Y%m%d-%H%M%S')}"})
+            from verigym.eval.workflow import default_out
+
+            cfg = cfg.model_copy(update={"out": default_out(cfg.env)})
         assert cfg.out is not None
         _run(cfg, Path(cfg.out), resume)
         sys.stdout.flush()

@@ -2,16 +2,52 @@
 
 ``verigym.eval.store`` (append-only JSONL with resume) and ``verigym.eval.metrics`` (pass@k,
 bootstrap CIs, the summary) are small and import nothing heavy; the trainer, data and select
-code use them directly. ``verigym.eval.run.evaluate`` is what ``verigym eval`` runs.
+code use them directly. ``verigym.eval.workflow.evaluate`` (also ``verigym.evaluate``) is one whole
+eval run — environment, tasks, policy, endpoint check, results — and what ``verigym eval`` calls;
+``verigym.eval.run.evaluate`` is its last step (a run once all of those are in hand), which suites use.
+The workflow names (``evaluate``, ``aevaluate``, ``EvalConfig``, ...) are imported when first asked for.
 """
+
+from typing import TYPE_CHECKING
 
 from verigym.eval.metrics import bootstrap_ci, pass_at_k, summarize
 from verigym.eval.store import ResultsWriter, StoreError, load_records, prepare_resume
 
+if TYPE_CHECKING:
+    from verigym.eval.config import ConfigError, EvalConfig
+    from verigym.eval.run import EvalResult
+    from verigym.eval.workflow import EvalEvent, EvalSetupError, aevaluate, evaluate
+
+_LAZY = {
+    "ConfigError": "verigym.eval.config",
+    "EvalConfig": "verigym.eval.config",
+    "EvalResult": "verigym.eval.run",
+    "EvalEvent": "verigym.eval.workflow",
+    "EvalSetupError": "verigym.eval.workflow",
+    "aevaluate": "verigym.eval.workflow",
+    "evaluate": "verigym.eval.workflow",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'verigym.eval' has no attribute {name!r}")
+
+
 __all__ = [
+    "ConfigError",
+    "EvalConfig",
+    "EvalEvent",
+    "EvalResult",
+    "EvalSetupError",
     "ResultsWriter",
     "StoreError",
+    "aevaluate",
     "bootstrap_ci",
+    "evaluate",
     "load_records",
     "pass_at_k",
     "prepare_resume",

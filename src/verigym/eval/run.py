@@ -32,10 +32,29 @@ __all__ = ["EvalResult", "Tally", "evaluate", "finish", "results_path"]
 
 @dataclass
 class EvalResult:
+    """A finished run: its folder, summary and record counts (``config``: set by ``verigym.evaluate``)."""
+
     out: Path
     summary: dict[str, Any]
     written: int  # records produced by this invocation
     skipped: int  # finished records kept from before (a resumed run)
+    config: EvalConfig | None = None  # the options the run resolved to
+
+    @property
+    def results_file(self) -> Path:
+        return self.out / "results.jsonl"
+
+    @property
+    def summary_file(self) -> Path:
+        return self.out / "summary.json"
+
+    @property
+    def report_file(self) -> Path:
+        return self.out / "report.html"
+
+    @property
+    def config_file(self) -> Path:
+        return self.out / "config.json"
 
 
 def results_path(out: str | Path) -> Path:

@@ -1,8 +1,8 @@
 """Suites: named sets of environments run as one eval, summarised in one scorecard.
 
 ``run_suite("holistic", policy, base_config, out=DIR)`` evaluates each environment of the
-suite with ``verigym.eval.run.evaluate`` into ``DIR/<env>/`` (results, summary, report as a
-normal eval) and writes ``DIR/scorecard.json`` and ``DIR/scorecard.html``: per environment the
+suite with ``verigym.evaluate`` (``eval.workflow.aevaluate``) into ``DIR/<env>/`` (results, summary,
+report as a normal eval) and writes ``DIR/scorecard.json`` and ``DIR/scorecard.html``: per environment the
 mean reward with its 95% CI, pass@k, per-grader means and errors, with a radar plot (bar plot
 for fewer than three environments). An environment that cannot be loaded or whose run fails is
 an error row in the scorecard, never a zero.
@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verigym._report import HtmlReport, figure
+from verigym.eval.workflow import EvalSetupError
+from verigym.graders.penalties import RubricSpec
+from verigym.tools.mcp_config import ToolsSpec
 
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
@@ -68,6 +71,12 @@ def suite_members(name: str) -> tuple[SuiteMember, ...]:
     )
 
 
+def _failure(exc: BaseException) -> str:
+    """A member's error: what the environment, its loader or the run raised (a set-up line's cause)."""
+    cause = exc.__cause__ if isinstance(exc, EvalSetupError) and exc.__cause__ is not None else exc
+    return f"{type(cause).__name__}: {cause}"
+
+
 def _row(env: str, summary: Mapping[str, Any] | None, error: str | None) -> dict[str, Any]:
     if summary is None:
         return {"env": env, "error": error, "reward_mean": None}
@@ -101,8 +110,11 @@ async def run_suite(
     that does not take one fails to load and is an error row. ``on_env(name, i, n)`` is called
     before each environment.
     """
-    from verigym.envs.registry import load_env
-    from verigym.eval.run import evaluate
+    from verigym.eval.workflow import EvalEvent, aevaluate, open_environment
+
+    def forward(event: EvalEvent) -> None:
+        if on_record is not None and event.kind == "record":
+            on_record(event.record)
 
     members = suite_members(suite)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,10 +123,17 @@ async def run_suite(
         if on_env is not None:
             on_env(name, i, len(members))
         env_args = {**args, **(env_overrides or {})}
-        config = base.model_copy(update={"env": name, "env_args": env_args, "out": str(out / name)})
+        # penalties and MCP tools are one environment's options (the CLI refuses them for a suite)
+        update = {
+            "env": name,
+            "env_args": env_args,
+            "out": str(out / name),
+            "rubric": RubricSpec(),
+            "tools": ToolsSpec(),
+        }
+        config = base.model_copy(update=update)
         try:
-            env = load_env(name, **env_args)
-            tasks = env.tasks(config.num_tasks, seed=config.seed, split=config.split)
+            env = open_environment(name, env_args)
             chosen: Policy | None
             if isinstance(policy, str):
                 chosen = env.oracle_policy() if policy == "oracle" else env.null_policy()
@@ -122,11 +141,9 @@ async def run_suite(
                     raise ValueError(f"environment {name!r} has no {policy} policy")
             else:
                 chosen = policy
-            result = await evaluate(
-                env, chosen, tasks, config, out=out / name, resume=resume, on_record=on_record
-            )
+            result = await aevaluate(env, chosen, config, resume=resume, on_event=forward)
         except Exception as exc:  # one member failing is an error row, the suite goes on
-            rows.append(_row(name, None, f"{type(exc).__name__}: {exc}"))
+            rows.append(_row(name, None, _failure(exc)))
             continue
         rows.append(_row(name, result.summary, None))
     card: dict[str, Any] = {"suite": suite, "policy": policy if isinstance(policy, str) else policy.name}
