@@ -210,6 +210,8 @@ class RLConfig(_Strict):
     grad_accum: Annotated[int, Field(gt=0)] = 1
     micro_batch_rows: Annotated[int, Field(gt=0)] = 256  # rows per forward/backward (memory bound)
     share_prefix: bool = True  # run a group's shared prompt once per micro-batch
+    packing: bool = False  # micro-batches of ≤ pack_tokens tokens, rows end to end (train.packing)
+    pack_tokens: Annotated[int, Field(gt=0)] = 512
     # sampling-side recipes
     dynamic_sampling: bool = False
     max_rounds: Annotated[int, Field(gt=0)] = 3
