@@ -44,7 +44,8 @@ def crash_on(event_name: str, step: int) -> Any:
 
 
 def stable(summary: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in summary.items() if k not in ("wall_s", "model_dir", "sft_model_dir")}
+    paths = ("wall_s", "model_dir", "sft_model_dir", "model_files_shared_with", "run_dir_mb")
+    return {k: v for k, v in summary.items() if k not in paths}
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,13 @@ def test_train_cli_runs_sft_then_rl_and_writes_the_run(tmp_path: Path) -> None:
     assert saved["rl"]["lr"] == 5e-4 and saved["rl"]["loss"] == "gspo"
     phases = [json.loads(line)["phase"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert phases == ["sft", "sft", "rl", "rl"]
+    # the final model is the last checkpoint's files, linked: one copy on disk, and the cost is stated
+    weights = next((run / "checkpoint").glob("*.safetensors"))
+    assert (
+        weights.stat().st_ino == (run / "checkpoints" / "step_000002" / "model" / weights.name).stat().st_ino
+    )
+    assert summary["model_mb"] > 0 and summary["resume_state_mb"] > 0
+    assert "On disk:" in result.output and "needed only to --resume" in result.output
 
     sft = CliRunner().invoke(app, ["sft", str(cfg), "--out", str(tmp_path / "sft_run"), "--threads", "1"])
     assert sft.exit_code == 0, sft.output

@@ -133,3 +133,35 @@ def test_every_preset_runs_a_step(tmp_path: Path, preset: str) -> None:
     assert changed == any(
         h.get("adv_abs_mean", 0.0) > 0 for h in history
     )  # lead: no correct sample, no signal
+
+
+def test_checkpoints_keep_what_resume_needs_once(tmp_path: Path) -> None:
+    """Only the newest checkpoint keeps the optimizer state; the one before keeps its weights; the KL
+    reference is written once; the final model is the last checkpoint's files hard-linked; a finished
+    run resumes with a larger step budget."""
+    from verigym.train.checkpoint import disk_usage
+    from verigym.train.pipeline import run_train
+
+    cfg = _cfg(tmp_path / "run")
+    cfg.rl.steps, cfg.logging.checkpoint_every, cfg.logging.report = 3, 1, False
+    summary = run_train(cfg)
+    root = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["ref", "step_000002", "step_000003"]
+    assert (root / "step_000003" / "trainer.pt").is_file()
+    assert not (root / "step_000002" / "trainer.pt").exists() and (root / "step_000002" / "model").is_dir()
+    assert not any((p / "ref").exists() for p in root.glob("step_*"))
+    final = Path(summary["model_dir"])
+    for f in (root / "step_000003" / "model").iterdir():
+        assert (final / f.name).stat().st_ino == f.stat().st_ino, f.name
+    usage = disk_usage(tmp_path / "run", final)
+    assert usage["model_mb"] == summary["model_mb"] and usage["resume_state_mb"] == summary["resume_state_mb"]
+    files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    assert usage["run_dir_mb"] < sum(p.stat().st_size for p in files) / 1e6  # linked files counted once
+
+    resumed = RLTrainer.resume(tmp_path / "run", steps=4)
+    assert resumed.step == 3 and resumed.ref_model is not None
+    resumed.train()
+    assert resumed.step == 4 and (root / "step_000004" / "trainer.pt").is_file()
+    assert not (root / "step_000003" / "trainer.pt").exists() and not (root / "step_000002").exists()
+    # the final model of the first run was linked, not shared in place: it is still there, whole
+    assert (final / "config.json").is_file()

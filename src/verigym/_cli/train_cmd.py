@@ -12,7 +12,7 @@ import typer
 from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
-__all__ = ["TrainProgress", "load_train_config", "register", "summary_table"]
+__all__ = ["TrainProgress", "disk_line", "load_train_config", "register", "summary_table"]
 
 
 def load_train_config(
@@ -87,6 +87,29 @@ def summary_table(title: str, summary: dict[str, Any]) -> None:
     for k, v in summary.items():
         table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
     console.print(table)
+
+
+def _size(mb: float) -> str:
+    return f"{mb / 1000:.2f} GB" if mb >= 1000 else f"{mb:.0f} MB"
+
+
+def disk_line(run_dir: Path, summary: dict[str, Any]) -> str:
+    """What the run left on disk, and which part only ``--resume`` needs."""
+    from verigym.train.checkpoint import latest_checkpoint
+
+    latest = latest_checkpoint(run_dir)
+    line = f"On disk: {_size(summary['run_dir_mb'])} in {run_dir}; the final model {summary['model_dir']} "
+    line += _size(summary["model_mb"])
+    if "model_files_shared_with" in summary:
+        line += f" (the same files as {summary['model_files_shared_with']}, hard-linked)"
+    if latest is not None and summary.get("resume_state_mb"):
+        line += (
+            f"; optimizer and resume state {_size(summary['resume_state_mb'])} in {latest / 'trainer.pt'},"
+            " needed only to --resume (delete it once the run is done)"
+        )
+    if summary.get("ref_model_mb"):
+        line += f"; KL reference model {_size(summary['ref_model_mb'])}"
+    return line + "."
 
 
 def _apply_scale_flags(
@@ -207,7 +230,10 @@ def register(app: typer.Typer) -> None:
                 raise
             fail(str(exc))
         if leader:
-            summary_table(f"verigym train → {cfg.out_dir if resume is None else resume}", summary)
+            run_dir = Path(cfg.out_dir if resume is None else resume)
+            summary_table(f"verigym train → {run_dir}", summary)
+            if "run_dir_mb" in summary:
+                console.print(disk_line(run_dir, summary), markup=False)
 
     @app.command()
     def sft(

@@ -3,7 +3,8 @@
 ``run_sft`` and ``run_train`` back ``verigym sft`` and ``verigym train``; ``quickstart`` uses the
 same pieces. Output layout of ``out_dir``: ``sft/`` (the SFT model), ``checkpoints/`` (resumable RL
 checkpoints), ``checkpoint/`` (the final model, loadable with ``from_pretrained`` — or the LoRA
-adapter), ``metrics.jsonl``, ``report.html``, ``summary.json``, ``config.json``.
+adapter; the last checkpoint's files hard-linked, not a second copy), ``metrics.jsonl``,
+``report.html``, ``summary.json`` (with the run's disk cost, ``disk_usage``), ``train_config.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from verigym.envs.base import Environment
 from verigym.train._model import load_model
-from verigym.train.checkpoint import latest_checkpoint
+from verigym.train.checkpoint import disk_usage, latest_checkpoint, link_model
 from verigym.train.config import TrainConfig
 from verigym.train.monitor import MetricsLog
 from verigym.train.report import write_report
@@ -25,7 +26,7 @@ from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer, load_envs, run_con
 from verigym.train.samples import Row
 from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_demos, sft_train
 
-__all__ = ["build_sft_rows", "run_sft", "run_train", "save_final"]
+__all__ = ["build_sft_rows", "final_model", "run_sft", "run_train", "save_final"]
 
 
 def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, Environment]]) -> list[Row]:
@@ -53,6 +54,17 @@ def save_final(model: Any, tokenizer: Any, path: str | Path) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def final_model(trainer: RLTrainer) -> tuple[Path, Path | None]:
+    """``out_dir/checkpoint`` and the checkpoint ``model/`` it shares its files with: the last
+    checkpoint's hard-linked when it holds the final weights (one copy on disk), else (None) a fresh
+    ``save_pretrained``."""
+    out = trainer.out_dir / "checkpoint"
+    latest = latest_checkpoint(trainer.out_dir)
+    if latest is not None and latest.name == f"step_{trainer.step:06d}" and (latest / "model").is_dir():
+        return link_model(latest / "model", out), latest / "model"
+    return save_final(trainer.model, trainer.tokenizer, out), None
 
 
 def _sft_phase(
@@ -172,7 +184,11 @@ def run_train(
     summary.update({"pass_at_1_after_rl": final["eval/pass_at_1"], "steps": trainer.step})
     summary.update({k: v for k, v in final.items() if k != "eval/pass_at_1"})
     summary["wall_s"] = time.perf_counter() - t0
-    summary["model_dir"] = str(save_final(trainer.model, trainer.tokenizer, trainer.out_dir / "checkpoint"))
+    model_dir, shared = final_model(trainer)
+    summary["model_dir"] = str(model_dir)
+    if shared is not None:
+        summary["model_files_shared_with"] = str(shared)
+    summary.update(disk_usage(trainer.out_dir, summary["model_dir"]))
     (trainer.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if cfg.logging.report:
         write_report(trainer.out_dir, summary=summary)

@@ -200,9 +200,8 @@ class RLTrainer:
             optimizer=self.state.optimizer,
             scheduler=self.state.scheduler,
             trainer_state=self.trainer_state(),
+            ref_model=self.ref_model,
         )
-        if self.ref_model is not None:
-            self.ref_model.save_pretrained(path / "ref")
         return path
 
     @classmethod
@@ -233,12 +232,14 @@ class RLTrainer:
             trainer.state.entropy.c = float(ts["entropy_c"])
         trainer.state.last_nll = float(ts["last_nll"])
         trainer.tracker.load_state_dict(ts["tracker"])
-        if (latest / "ref").is_dir():
-            from transformers import AutoModelForCausalLM
+        for ref in (latest / ckpt.REF_DIR, latest.parent / ckpt.REF_DIR):  # older runs: one per checkpoint
+            if ref.is_dir():
+                from transformers import AutoModelForCausalLM
 
-            trainer.ref_model = (
-                AutoModelForCausalLM.from_pretrained(str(latest / "ref")).eval().requires_grad_(False)
-            )
+                trainer.ref_model = (
+                    AutoModelForCausalLM.from_pretrained(str(ref)).eval().requires_grad_(False)
+                )
+                break
         ckpt.set_rng_state(payload["rng"])
         return trainer
 
