@@ -105,3 +105,19 @@ def test_real_samples_stay_token_exact_over_turns(policy: LocalPolicy) -> None:
             Message(role="user", content="Another."),
         ]
     assert Trajectory(task_id="t", prompt=messages[:1], turns=turns).prefix_breaks == (2, 0)
+
+
+def test_rl_rows_train_each_reply_up_to_and_including_eos(policy: LocalPolicy) -> None:
+    """The RL row of a two-turn trajectory: mask 1 exactly on the sampled ids, each ending at <|im_end|>;
+    the newline ChatML writes after it (never sampled) and the environment's turn are masked out."""
+    from verigym.train.samples import trajectory_sequences
+
+    _seen, _nxt, trajectory = _two_turns(policy, "crane")
+    (row,) = trajectory_sequences(trajectory)
+    tok = policy.tokenizer
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    sampled = [c.completion_token_ids for c in trajectory.completions]
+    assert [i for i, m in zip(row.ids, row.mask, strict=True) if m] == [t for s in sampled for t in s or ()]
+    ends = [k for k, (i, m) in enumerate(zip(row.ids, row.mask, strict=True)) if m and i == eos]
+    assert len(ends) == 2 and ends[-1] == len(row.ids) - 1
+    assert tok.decode([row.ids[ends[0] + 1]]) == "\n" and row.mask[ends[0] + 1] == 0

@@ -63,3 +63,6 @@ def test_sft_masks_the_assistant_tokens_up_to_and_including_eos() -> None:
         "4",
         "<|im_end|>",
     ]  # ChatML's newline after <|im_end|> is not trained
+    ends = [k for k, (i, m) in enumerate(zip(row.ids, row.mask, strict=True)) if m and i == tok.eos_token_id]
+    assert all(tok.decode([row.ids[k + 1]]) == "\n" and not row.mask[k + 1] for k in ends[:-1])
+    assert tok.decode(row.ids[ends[-1] + 1 :]) in ("", "\n") and not any(row.mask[ends[-1] + 1 :])
