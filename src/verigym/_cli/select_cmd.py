@@ -17,15 +17,14 @@ import typer
 
 from verigym._cli._select_show import online_mode, print_table
 from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
+from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
     from verigym.policies.base import Policy
-    from verigym.select._confidence import TraceScore
+    from verigym.select import TraceScore
 
 __all__ = ["register"]
-
-_METHODS = ("majority", "deepconf", "deepconf-online", "genselect", "best-of-n")
 
 
 def _methods(values: list[str] | None) -> list[str]:
@@ -34,9 +33,9 @@ def _methods(values: list[str] | None) -> list[str]:
         for m in (v.strip() for v in value.split(",")):
             if not m:
                 continue
-            if m not in _METHODS:
+            if m not in method_names():
                 fail(
-                    f"--method {m!r}: expected one of {', '.join(_METHODS)} (repeat it or give a comma list)"
+                    f"--method {m!r}: expected one of {', '.join(method_names())} (repeat it or give a comma list)"
                 )
             if m not in out:
                 out.append(m)
@@ -134,7 +133,7 @@ def register(app: typer.Typer) -> None:
         method: list[str] | None = typer.Option(
             None,
             "--method",
-            help=f"Method(s): {', '.join(_METHODS)}; repeat or comma list (default: majority,deepconf,deepconf-online).",
+            help=f"Method(s): {', '.join(method_names())}; repeat or comma list (default: majority,deepconf,deepconf-online).",
         ),
         samples: int = typer.Option(16, "--samples", "-N", min=1, help="Largest N: samples drawn per task."),
         ns: str | None = typer.Option(
@@ -213,7 +212,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
         set_threads(threads)
-        from verigym.select.run import NEEDS_JUDGE, SelectConfig
+        from verigym.select.methods import SelectConfig, needs_judge
         from verigym.types import Sampling
 
         methods = _methods(method)
@@ -234,7 +233,7 @@ def register(app: typer.Typer) -> None:
         judge = None
         judge_remote = False
         grader = _grader(bon_grader) if bon_grader else None
-        if any(m in NEEDS_JUDGE for m in methods) and not (methods == ["best-of-n"] and grader):
+        if needs_judge(methods) and not (methods == ["best-of-n"] and grader):
             if judge_model is None and judge_base_url is None:
                 judge, judge_remote = policy, False
             else:

@@ -6,25 +6,47 @@
   hook that ends low-confidence traces during generation (Fu et al. 2025).
 * ``genselect``: a selector model compares up to 8 solutions at once, in a knockout
   tournament (Toshniwal et al. 2025); ``genselect.pick`` also chooses SFT demonstrations.
+* ``methods``: the ``Selector`` protocol ``(task, candidates, ctx) -> Selection`` and the one
+  registry of methods (``register_method``) that ``verigym select`` and ``run`` read.
 * ``run``: the experiment behind ``verigym select`` (accuracy vs samples and tokens).
 """
 
 from verigym.select._common import Candidate, Selection, answer_key, normalize_answer, register_answer_parser
+from verigym.select._confidence import TraceScore
 from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
 from verigym.select.deepconf import OnlineDeepConf, select_deepconf, select_online
 from verigym.select.genselect import pick, select_genselect
 from verigym.select.majority import Vote, majority_vote, select_majority, weighted_vote
+from verigym.select.methods import (
+    METHODS,
+    Method,
+    SelectConfig,
+    SelectContext,
+    Selector,
+    get_method,
+    method_names,
+    register_method,
+)
 
 __all__ = [
+    "METHODS",
     "Candidate",
+    "Method",
     "OnlineDeepConf",
+    "SelectConfig",
+    "SelectContext",
     "Selection",
+    "Selector",
+    "TraceScore",
     "Vote",
     "answer_key",
+    "get_method",
     "majority_vote",
+    "method_names",
     "normalize_answer",
     "pick",
     "register_answer_parser",
+    "register_method",
     "select_best_of_n_grader",
     "select_best_of_n_reward_model",
     "select_deepconf",

@@ -17,7 +17,8 @@ from verigym.envs.base import Environment
 from verigym.policies.base import Policy
 from verigym.runner import run_rollouts
 from verigym.select._summary import build_summary, write_report, write_summary
-from verigym.select.run import NEEDS_LOGPROBS, SelectConfig, TaskPool, build_pools, measure, oracle_points
+from verigym.select.methods import needs_logprobs
+from verigym.select.run import SelectConfig, TaskPool, build_pools, measure, oracle_points
 from verigym.types import Record, Sampling, Task
 
 __all__ = ["ExperimentResult", "run_experiment"]
@@ -54,7 +55,7 @@ async def run_experiment(
     returns none makes DeepConf raise ``ValueError`` with what to change.
     """
     samples = max(cfg.ns)
-    if any(m in NEEDS_LOGPROBS for m in cfg.methods):
+    if needs_logprobs(cfg.methods):
         sampling = sampling.model_copy(update={"logprobs": True, "top_logprobs": cfg.k})
     start = time.perf_counter()
     if records is None:
@@ -94,9 +95,7 @@ async def run_experiment(
         first = failed[0].error
         reason = f"{first.kind}: {first.message}" if first is not None else "unknown"
         raise ValueError(f"every sample errored (first: {reason}); nothing to select from")
-    if any(m in NEEDS_LOGPROBS for m in cfg.methods) and not any(
-        c.top_logprobs for p in pools for c in p.candidates
-    ):
+    if needs_logprobs(cfg.methods) and not any(c.top_logprobs for p in pools for c in p.candidates):
         raise ValueError(
             "DeepConf needs top-k logprobs but the policy returned none; use a policy/server that "
             "supports logprobs=True, top_logprobs=k, or drop the deepconf methods"

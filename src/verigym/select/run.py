@@ -14,7 +14,8 @@ counted are exactly those a generation loop with ``OnlineDeepConf`` would produc
 seeds (``benchmarks/test_time.py`` also runs it live inside ``LocalPolicy``).
 
 This module and ``experiment`` are the layer-5 part of ``select`` (they stand on environments
-and the runner, like ``eval``); the selectors themselves only need types and policies.
+and the runner, like ``eval``); the selectors themselves only need types and policies. Which
+methods exist, what they need and how their tokens count is the registry in ``select.methods``.
 
 Correctness of a pick is the environment's own verdict on the picked sample (reward ≥
 ``success_threshold``); selectors never see it.
@@ -29,44 +30,28 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from verigym.policies.base import Policy
-from verigym.rubric import Grader
 from verigym.select._common import Candidate, Selection, answer_key
-from verigym.select._confidence import TraceScore
-from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
-from verigym.select.deepconf import select_deepconf, select_online
-from verigym.select.genselect import problem_text, select_genselect
-from verigym.select.majority import select_majority
-from verigym.types import Record, Sampling, Task
+from verigym.select.methods import METHODS as _REGISTRY
+from verigym.select.methods import SelectConfig, SelectContext, default_warmup, get_method
+from verigym.types import Record, Task
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
 
-__all__ = ["METHODS", "MethodPoint", "SelectConfig", "TaskPool", "build_pools", "default_warmup", "measure"]
+__all__ = ["MethodPoint", "SelectConfig", "TaskPool", "build_pools", "default_warmup", "measure"]
 
-METHODS = ("majority", "deepconf", "deepconf-online", "genselect", "best-of-n")
-NEEDS_LOGPROBS = ("deepconf", "deepconf-online")
-NEEDS_JUDGE = ("genselect", "best-of-n")
 Progress = Callable[[str, int, int], None]
 
 
-@dataclass
-class SelectConfig:
-    """Knobs of the selection methods (defaults: the papers')."""
-
-    methods: list[str] = field(default_factory=lambda: ["majority"])
-    ns: list[int] = field(default_factory=lambda: [1, 4, 16, 64])
-    draws: int = 4
-    seed: int = 0
-    eta: float = 0.1
-    score: TraceScore = "lowest"
-    window: int = 2048
-    fraction: float = 0.25
-    k: int = 20
-    warmup: int | None = None
-    genselect_window: int = 8
-    judge_sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=256))
-    success_threshold: float = 1.0
-    grader: Grader | None = None  # best-of-n scores with this instead of a reward-model policy
+def __getattr__(name: str) -> object:
+    # The method lists of earlier versions, read live from the registry (``verigym.select.methods``).
+    if name == "METHODS":
+        return tuple(_REGISTRY)
+    if name == "NEEDS_LOGPROBS":
+        return tuple(n for n, m in _REGISTRY.items() if m.needs_logprobs)
+    if name == "NEEDS_JUDGE":
+        return tuple(n for n, m in _REGISTRY.items() if m.needs_judge)
+    raise AttributeError(f"module 'verigym.select.run' has no attribute {name!r}")
 
 
 @dataclass
@@ -106,11 +91,6 @@ class MethodPoint:
         }
         out.update(self.extra)
         return out
-
-
-def default_warmup(n: int) -> int:
-    """DeepConf-online warm-up traces at budget N: the paper's 16, at most a quarter of N."""
-    return min(16, max(1, n // 4))
 
 
 def build_pools(
@@ -162,38 +142,9 @@ async def _select(
     method: str, pool: TaskPool, cands: list[Candidate], cfg: SelectConfig, judge: Policy | None, seed: int
 ) -> tuple[Selection, float]:
     """One method on one subset: the selection and the tokens it spent."""
-    generated = float(sum(c.tokens for c in cands))
-    if method == "majority":
-        return select_majority(cands), generated
-    if method == "deepconf":
-        sel = select_deepconf(
-            cands, eta=cfg.eta, score=cfg.score, window=cfg.window, fraction=cfg.fraction, k=cfg.k
-        )
-        return sel, generated
-    if method == "deepconf-online":
-        warm = cfg.warmup if cfg.warmup is not None else default_warmup(len(cands))
-        sel = select_online(
-            cands, warmup=warm, eta=cfg.eta, window=cfg.window, fraction=cfg.fraction, k=cfg.k
-        )
-        return sel, float(sel.detail["tokens_used"])
-    if method == "best-of-n" and cfg.grader is not None:
-        trajectories = [c.meta["trajectory"] for c in cands]
-        sel = await select_best_of_n_grader(pool.task, cands, trajectories, cfg.grader, seed=seed)
-        return sel, generated
-    if judge is None:
-        raise ValueError(f"method {method!r} needs a selector policy")
-    problem = problem_text(pool.task)
-    if method == "genselect":
-        sel = await select_genselect(
-            cands, judge, problem, window=cfg.genselect_window, seed=seed, sampling=cfg.judge_sampling
-        )
-    elif method == "best-of-n":
-        sel = await select_best_of_n_reward_model(
-            cands, judge, problem, seed=seed, sampling=cfg.judge_sampling
-        )
-    else:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    return sel, generated + sel.usage.total_tokens
+    entry = get_method(method)
+    sel = await entry.select(pool.task, cands, SelectContext(config=cfg, judge=judge, seed=seed))
+    return sel, entry.tokens(cands, sel)
 
 
 async def measure(
