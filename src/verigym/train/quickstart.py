@@ -25,6 +25,7 @@ measure.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import time
 from collections.abc import Sequence
@@ -158,6 +159,10 @@ def learning_run(
     result["train_s"] = time.perf_counter() - t0  # SFT + RL + their evals, without the control
     if control:
         model.load_state_dict(sft_weights)
+        # the first run's optimizer state and sampler caches (1.6 GB on SmolLM2-135M) are not needed
+        # again: without this a real-model control peaked at 10 GB RSS and was OOM-killed beside others
+        del trainer, sft_weights
+        gc.collect()
         shuffled_cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
         shuffled = RLTrainer(shuffled_cfg, model=model, tokenizer=tok, envs=envs, out_dir=out / "shuffled")
         shuffled.train()
