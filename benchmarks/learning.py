@@ -83,7 +83,12 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         Path(job["sft_dir"] or job["out"]) / f"sft-{job['seed']}.pt"
     )  # one SFT per seed, shared by the presets
     graders = (TOOL,) if job["env"] == "calc" else ()
-    result = learning_run(cfg, control=job["control"], sft_cache=cache, graders=graders)
+    if job["control_only"]:  # the shuffled-reward run alone, from the kept SFT weights
+        cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
+        preset = f"{preset} (shuffled)"
+    result = learning_run(
+        cfg, control=job["control"] and not job["control_only"], sft_cache=cache, graders=graders
+    )
     result["preset"] = preset
     return result
 
@@ -188,6 +193,11 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process with --model")
     ap.add_argument(
+        "--control-only",
+        action="store_true",
+        help="run only the shuffled-reward control (its row's 'after RL' is after shuffled RL); with --keep-sft",
+    )
+    ap.add_argument(
         "--keep-sft",
         type=Path,
         default=None,
@@ -218,6 +228,7 @@ def main() -> None:
                     "threads": args.threads,
                     "set": sets,
                     "sft_dir": str(args.keep_sft or ""),
+                    "control_only": args.control_only,
                 }
                 for p in names
                 for s in seeds
