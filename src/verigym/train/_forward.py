@@ -62,6 +62,18 @@ class Forward:
     adv: torch.Tensor
     starts: list[int]
 
+    @classmethod
+    def of_rows(
+        cls, logp: torch.Tensor, ent: torch.Tensor, rows: Sequence[Row], starts: list[int], device: Any
+    ) -> Forward:
+        """The forward of ``rows`` from its per-token logprobs and entropies: their advantages, and
+        masks and sampling logprobs aligned to the layout."""
+        adv = torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device)
+        fwd = cls(logp, ent, torch.zeros(0), torch.zeros(0), adv, starts)
+        fwd.mask = fwd.align([r.mask for r in rows])  # 0/1 ints: the same float32 values
+        fwd.old = fwd.align([r.logprobs or [] for r in rows])
+        return fwd
+
     def align(self, values: Sequence[Sequence[float]]) -> torch.Tensor:
         width = self.logp.shape[1]
         padded = []
@@ -156,17 +168,7 @@ def forward_rows(
         logp, ent = L.token_logprobs(logits, targets, temperature), L.token_entropy(logits, temperature)
     else:
         logp, ent = _logp_and_entropy(logits, targets, temperature)
-    fwd = Forward(
-        logp,
-        ent,
-        torch.zeros(0),
-        torch.zeros(0),
-        torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
-        starts,
-    )
-    fwd.mask = fwd.align([r.mask for r in rows])  # 0/1 ints: the same float32 values
-    fwd.old = fwd.align([r.logprobs or [] for r in rows])
-    return fwd
+    return Forward.of_rows(logp, ent, rows, starts, device)
 
 
 def _repeat_rows(cache: Any, idx: torch.Tensor) -> None:

@@ -204,14 +204,4 @@ def forward_packed(
     logp = logp_all[src, targets]
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         ent = (-(logp_all.exp() * logp_all).sum(-1))[src]
-    fwd = Forward(
-        logp,
-        ent,
-        torch.zeros(0),
-        torch.zeros(0),
-        torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
-        starts,
-    )
-    fwd.mask = fwd.align([r.mask for r in rows])
-    fwd.old = fwd.align([r.logprobs or [] for r in rows])
-    return fwd
+    return Forward.of_rows(logp, ent, rows, starts, device)
