@@ -125,6 +125,8 @@ def test_loose_mode_rewards_the_loose_reading(tmp_path: Path) -> None:
     summary = run(tmp_path, "loose")
     assert summary["grader_means"]["all_followed"] == pytest.approx(2 / 3)  # rows 2 and 3
     assert summary["env_metrics"]["prompt_level_loose_acc"] == pytest.approx(2 / 3)
+    report = (tmp_path / "run-loose" / "report.html").read_text()
+    assert "Benchmark metrics" in report and "prompt_level_loose_acc</td><td>0.6667" in report
 
 
 def test_ifeval_metrics_by_hand_with_several_samples() -> None:

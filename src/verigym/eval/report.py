@@ -139,7 +139,8 @@ def write_report(
     rows = [
         (k, _fmt(v))
         for k, v in summary.items()
-        if k not in ("pass_at_k", "grader_means", "errors_by_kind", "stop_reasons", "penalties")
+        if k
+        not in ("pass_at_k", "grader_means", "errors_by_kind", "stop_reasons", "penalties", "env_metrics")
     ]
     rows += [(f"pass@{k}", _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
     report.table(rows, header=["metric", "value"])
@@ -160,6 +161,9 @@ def write_report(
                 ylabel="samples",
             )
         )
+    if summary.get("env_metrics"):  # the benchmark's own metrics under its names (IFEval's four)
+        report.heading("Benchmark metrics")
+        report.table([(k, _fmt(v)) for k, v in summary["env_metrics"].items()], header=["metric", "value"])
     means = {k: v for k, v in summary.get("grader_means", {}).items() if v is not None}
     if means:
         report.raw(hbars_svg(list(means.items()), xlabel="mean grade (non-errored)"))
