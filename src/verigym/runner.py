@@ -1,4 +1,4 @@
-"""The one rollout engine under ``eval``, ``train``, ``data`` and ``select``.
+"""The one rollout engine under ``eval``, ``train`` and ``select``.
 
 ``run_rollouts`` runs ``samples_per_task`` episodes of every task with bounded concurrency,
 scores them with the environment's rubric and hands each finished ``Record`` to a callback

@@ -13,11 +13,17 @@ Every module under ``src/verigym`` is read with ``ast``: module-level, in-functi
 A module may import from its own layer or below, never above. Within a layer, packages may use
 each other, but neither modules nor top-level packages may import each other in a cycle.
 ``train`` never imports ``eval`` (both stand on ``runner``).
+
+Public means public: a module whose name starts with ``_`` belongs to the package it sits in, and
+only modules inside that package may import it (``verigym._files`` is verigym's, so any of its modules;
+``verigym.policies._chat`` is ``policies``'s, so ``serve`` imports ``verigym.policies.chat``). Every
+subpackage's ``__init__`` lists its public names in ``__all__``, and each one resolves.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -26,7 +32,8 @@ import verigym
 LAYERS: dict[str, int] = {
     "types": 1,
     "_report": 1,  # HTML/figure helpers for eval, train and select reports; imports nothing of verigym
-    "_files": 1,  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
+    "_files": 1,
+    "_pass_at_k": 1,  # pass@k defined once, for eval's summary and train's held-out pass@1; imports nothing of verigym  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym
@@ -114,6 +121,29 @@ def layer_violations(graph: Graph, layers: Mapping[str, int] = LAYERS) -> list[s
     return sorted(set(problems))
 
 
+def private_owner(module: str) -> str | None:
+    """The package a private module belongs to (the parent of its first ``_name`` part), or None."""
+    parts = module.split(".")
+    for i, part in enumerate(parts[1:], start=1):
+        if part.startswith("_") and part != "__main__":
+            return ".".join(parts[:i])
+    return None
+
+
+def private_imports(graph: Graph) -> list[str]:
+    """Imports of a private module from outside the package that owns it."""
+    problems = []
+    for module, edges in sorted(graph.items()):
+        for target, line in sorted(edges.items()):
+            owner = private_owner(target)
+            if owner is not None and module != owner and not module.startswith(owner + "."):
+                problems.append(
+                    f"{module}:{line} imports {target}, private to {owner}: import a public module or "
+                    f"an export of {owner}'s __init__ instead"
+                )
+    return problems
+
+
 def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """Strongly connected components with more than one node (Tarjan, iterative)."""
     index: dict[str, int] = {}
@@ -182,6 +212,29 @@ def test_no_module_imports_from_a_higher_layer() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_no_module_imports_another_packages_private_module() -> None:
+    problems = private_imports(import_graph(ROOT))
+    assert not problems, "\n".join(problems)
+
+
+def test_every_public_subpackage_exports_its_names() -> None:
+    packages = sorted(
+        name
+        for name, path in _modules(ROOT, "verigym").items()
+        if path.name == "__init__.py" and name != "verigym" and private_owner(name) is None
+    )
+    assert "verigym.policies" in packages and "verigym.graders.math" in packages
+    for name in packages:
+        package = importlib.import_module(name)
+        exported = getattr(package, "__all__", None)
+        assert exported is not None, f"{name}/__init__.py: list the package's public names in __all__"
+        missing = [n for n in exported if not hasattr(package, n)]
+        assert not missing, f"{name}.__all__ names what it does not have: {missing}"
+    from verigym.policies import OpenAIPolicy  # the public path, not verigym.policies.openai
+
+    assert OpenAIPolicy.__module__ == "verigym.policies.openai"
+
+
 def test_no_import_cycles_between_modules() -> None:
     graph = import_graph(ROOT)
     found = cycles(graph)
@@ -219,6 +272,11 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
             "envs/tool.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .base import X\n",
             "graders/__init__.py": "",
             "graders/math.py": "from pkg import types\n",
+            "graders/_rules.py": "",
+            "policies/__init__.py": "",
+            "policies/_chat.py": "from pkg.graders import _rules\n",  # private to graders
+            "policies/chat.py": "from pkg.policies._chat import x\nfrom pkg import _files\n",
+            "_files.py": "",
         },
     )
     graph = import_graph(pkg, "pkg")
@@ -230,3 +288,7 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
     assert cycles(graph) == [["pkg.envs.base", "pkg.envs.tool"]]
     assert cycles(package_graph(graph)) == []
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert private_imports(graph) == [
+        "pkg.policies._chat:1 imports pkg.graders._rules, private to pkg.graders: import a public module "
+        "or an export of pkg.graders's __init__ instead"
+    ]

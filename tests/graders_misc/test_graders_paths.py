@@ -15,8 +15,14 @@ from verigym.graders.bench import FAMILIES, load_family
 
 DOCUMENTED: dict[str, list[str]] = {
     "verigym.graders.math": [
-        "DEFAULT_TIMEOUT", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
-        "check_equivalent", "clear_caches", "extract_answer", "math_grader",
+        "DEFAULT_TIMEOUT", "MODES", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
+        "check_equivalent", "clear_caches", "extract_answer", "math_grader", "parse_mode",
+    ],
+    "verigym.graders.code.patch": ["PatchError", "apply_patch", "changed_paths"],
+    "verigym.graders": [
+        "code_grader", "fields_grader", "final_state_grader", "format_grader", "hacking_penalty",
+        "instructions_grader", "judge_grader", "math_grader", "max_length_grader", "overlong_grader",
+        "required_outputs_grader", "schema_grader", "swe_grader", "token_cost_grader", "toolcall_grader",
     ],
     "verigym.graders.code": [
         "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from verigym.policies._chat import encode_chat, strip_markers
+from verigym.policies.chat import encode_chat, strip_markers
 from verigym.policies.local import LocalPolicy
 from verigym.serve import RunningServer, spawn_server
 from verigym.types import Message, Sampling

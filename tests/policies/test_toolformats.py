@@ -11,8 +11,15 @@ from typing import Any
 import pytest
 
 from verigym.policies import tiny
-from verigym.policies._chat import encode_chat, parse_tool_calls, render_chat, template_traits
-from verigym.policies._toolformats import TOOL_FORMATS, default_format, get_format
+from verigym.policies.chat import (
+    TOOL_FORMATS,
+    default_format,
+    encode_chat,
+    get_format,
+    parse_tool_calls,
+    render_chat,
+    template_traits,
+)
 from verigym.types import Message, ToolCall
 
 # SmolLM2-Instruct's chat template: ChatML with a default system turn and no tools section.

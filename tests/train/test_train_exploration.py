@@ -21,9 +21,9 @@ from verigym.policies.local import LocalPolicy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.policies.tiny import build_model, build_tokenizer
 from verigym.train._produce import EnvSlot, Producer
-from verigym.train._rewards import assign_advantages
 from verigym.train.config import ConfigError, build_config
 from verigym.train.exploration import guided, parameter_noise, policy_rewrite, rule_rewrite
+from verigym.train.rewards import assign_advantages
 from verigym.train.sampling import DifficultyTracker
 from verigym.types import Completion, Message, Sampling, Task
 

@@ -338,7 +338,7 @@ def test_shared_prefix_forward_equals_plain_forward_values_and_gradients() -> No
 
 def test_rewards_glue_grader_schedule_shaping_and_truncation() -> None:
     from verigym.runner import Scored
-    from verigym.train._rewards import Group, Sample, StepBatch, assign_advantages
+    from verigym.train.rewards import Group, Sample, StepBatch, assign_advantages
     from verigym.types import Grade, Score, Task
 
     def sample(correct: float, fmt: float, n_tokens: int, finish: str = "stop") -> Sample:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from verigym.runner import Scored
-from verigym.train._rewards import Group, Sample, StepBatch, assign_advantages
 from verigym.train.config import ConfigError, build_config
 from verigym.train.ranking import lexicographic_scores, pareto_scores, priority_order, rank_scores
+from verigym.train.rewards import Group, Sample, StepBatch, assign_advantages
 from verigym.train.samples import trajectory_sequences
 from verigym.types import Completion, Grade, Message, Score, Task, Trajectory, Turn
 

@@ -70,7 +70,7 @@ def verifier_bench(
     try:
         load_family(grader)  # an unknown or broken family fails here, in one line
         if mode is not None and grader == "math":
-            from verigym.graders.math._mode import parse_mode
+            from verigym.graders.math import parse_mode
 
             parse_mode(mode)
         if as_json:

@@ -1,1 +1,66 @@
-"""verigym.data."""
+"""Data: verified rollouts into training sets, and tasks sized for training.
+
+- ``rejection``: rejection sampling (keep the verified rollouts) and SFT lines (``select_verified``,
+  ``write_sft``);
+- ``difficulty``: per-task pass rates and variance ranking (``Profile``, ``rank_by_variance``);
+- ``synthesis``: new tasks from old (rewrites, numeric inversion, SvS variants, tool tasks).
+
+Names are imported when first asked for, so ``import verigym.data`` loads nothing but this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verigym.data.difficulty import Profile, TaskStats, rank_by_variance
+    from verigym.data.rejection import RejectionStats, jaccard, select_verified, sft_line, write_sft
+    from verigym.data.synthesis import (
+        REWRITE_PROMPTS,
+        SolveRate,
+        invert_numeric,
+        rewrite,
+        svs_variants,
+        synthesize_tool_tasks,
+    )
+
+_WHERE = {
+    "Profile": "difficulty",
+    "TaskStats": "difficulty",
+    "rank_by_variance": "difficulty",
+    "RejectionStats": "rejection",
+    "jaccard": "rejection",
+    "select_verified": "rejection",
+    "sft_line": "rejection",
+    "write_sft": "rejection",
+    "REWRITE_PROMPTS": "synthesis",
+    "SolveRate": "synthesis",
+    "invert_numeric": "synthesis",
+    "rewrite": "synthesis",
+    "svs_variants": "synthesis",
+    "synthesize_tool_tasks": "synthesis",
+}
+
+__all__ = [
+    "REWRITE_PROMPTS",
+    "Profile",
+    "RejectionStats",
+    "SolveRate",
+    "TaskStats",
+    "invert_numeric",
+    "jaccard",
+    "rank_by_variance",
+    "rewrite",
+    "select_verified",
+    "sft_line",
+    "svs_variants",
+    "synthesize_tool_tasks",
+    "write_sft",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"verigym.data.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'verigym.data' has no attribute {name!r}")

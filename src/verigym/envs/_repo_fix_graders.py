@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verigym.graders.code._patch import PatchError, apply_patch, changed_paths
+from verigym.graders.code.patch import PatchError, apply_patch, changed_paths
 from verigym.graders.code.swe import is_protected
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, ToolCall, Trajectory

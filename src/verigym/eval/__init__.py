@@ -1,8 +1,9 @@
 """Evaluation on top of ``verigym.runner``: the results store, metrics, the report and the run.
 
 ``verigym.eval.store`` (append-only JSONL with resume) and ``verigym.eval.metrics`` (pass@k,
-bootstrap CIs, the summary) are small and import nothing heavy; the trainer, data and select
-code use them directly. ``verigym.eval.workflow.evaluate`` (also ``verigym.evaluate``) is one whole
+bootstrap CIs, the summary) are small and import nothing heavy; ``verigym select`` reads stored
+results through the store. The trainer never imports ``eval``: its held-out pass@1 comes from
+``verigym._pass_at_k``, which ``metrics`` uses too. ``verigym.eval.workflow.evaluate`` (also ``verigym.evaluate``) is one whole
 eval run — environment, tasks, policy, endpoint check, results — and what ``verigym eval`` calls;
 ``verigym.eval.run.evaluate`` is its last step (a run once all of those are in hand), which suites use.
 The workflow names (``evaluate``, ``aevaluate``, ``EvalConfig``, ...) are imported when first asked for.

@@ -2,7 +2,8 @@
 
 - ``pass_at_k(n, c, k)``: the unbiased estimator of Chen et al. 2021, "Evaluating Large
   Language Models Trained on Code" (arXiv:2107.03374), ``1 - C(n-c, k) / C(n, k)``, computed as a
-  stable product.
+  stable product. It and the per-task table are defined once, in ``verigym._pass_at_k``, which the
+  trainer's held-out pass@1 uses too.
 - ``bootstrap_ci``: a percentile bootstrap (Efron & Tibshirani 1993). With ``groups`` it is a
   cluster bootstrap that resamples whole tasks, since samples of one task are correlated.
 - ``summarize``: the dict written to ``summary.json``. Errored samples are counted by kind and
@@ -24,18 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from verigym._pass_at_k import pass_at_k, pass_table
 from verigym.types import Record
 
 __all__ = ["Aggregate", "bootstrap_ci", "pass_at_k", "summarize"]
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Probability that at least one of ``k`` samples drawn from ``n`` (``c`` correct) is correct."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
 _DRAWS_PER_CHUNK = 1 << 17
@@ -216,7 +209,7 @@ class Aggregate:
             "reward_mean": _mean(reward_list),
             "reward_ci95": [lo, hi] if ok else None,
             "success_threshold": self.success_threshold,
-            "pass_at_k": _pass_table(rewards >= self.success_threshold, tasks, k_max),
+            "pass_at_k": pass_table(rewards >= self.success_threshold, tasks, k_max),
             "grader_means": {
                 name: _mean(_in_order(orders, scores))
                 for name, (orders, scores) in sorted(self._graders.items())
@@ -245,30 +238,6 @@ class Aggregate:
 def _in_order(orders: array[int], values: array[float]) -> list[float]:
     idx = np.argsort(np.asarray(orders, dtype=np.int64), kind="stable")
     return np.asarray(values, dtype=float)[idx].tolist()  # type: ignore[no-any-return]
-
-
-def _pass_table(correct: np.ndarray, tasks: np.ndarray, k_max: int) -> dict[str, float | None]:
-    """Unbiased pass@k for k = 1..k_max, averaged over the tasks with at least k scored samples
-    (tasks in order of their first scored sample; ``correct`` and ``tasks`` per scored sample)."""
-    if len(tasks):
-        _, first, inverse = np.unique(tasks, return_index=True, return_inverse=True)
-        n = np.bincount(inverse)
-        c = np.bincount(inverse, weights=correct).astype(int)
-        by_first = np.argsort(first, kind="stable")
-        per_task = list(zip(n[by_first].tolist(), c[by_first].tolist(), strict=True))
-    else:
-        per_task = []
-    seen: dict[tuple[int, int, int], float] = {}
-    table: dict[str, float | None] = {}
-    for k in range(1, k_max + 1):
-        vals = []
-        for n_t, c_t in per_task:
-            if n_t >= k:
-                if (n_t, c_t, k) not in seen:
-                    seen[n_t, c_t, k] = pass_at_k(n_t, c_t, k)
-                vals.append(seen[n_t, c_t, k])
-        table[str(k)] = _mean(vals)
-    return table
 
 
 def summarize(

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from verigym.graders._hacking_text import final_answers, norm_answer, prompt_echo
-from verigym.graders.code._patch import PatchError, apply_patch, changed_paths
+from verigym.graders.code.patch import PatchError, apply_patch, changed_paths
 from verigym.graders.code.swe import PROTECTED_PATTERNS, is_protected, is_test_path
 from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Grader, Penalty

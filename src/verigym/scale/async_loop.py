@@ -27,7 +27,7 @@ from typing import Any
 from verigym.envs.base import Environment
 from verigym.scale.correction import Correction, correct_rows, staleness_metrics
 from verigym.scale.sampler import InProcessSampler, Sampler
-from verigym.train._rewards import Group, Sample, StepBatch
+from verigym.train import Group, Sample, StepBatch
 from verigym.train.config import TrainConfig
 from verigym.train.monitor import MetricsLog
 from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from verigym.train._update import forward_logprobs, set_training
+from verigym.train import forward_logprobs, set_training
 from verigym.train.samples import Row, collate
 
 __all__ = ["Correction", "correct_rows", "staleness_metrics"]

@@ -17,9 +17,8 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from verigym.policies._chat import encode_chat, visible_prefix
-from verigym.policies._toolformats import TOOL_FORMATS
 from verigym.policies.base import PolicyError
+from verigym.policies.chat import TOOL_FORMATS, encode_chat, visible_prefix
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec
 from verigym.serve._admission import Admission, PromptBound, admitted_stream, rows_cost, text_chars
 from verigym.serve._guard import ServeLimits

@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
-from verigym.policies._lora import base_model
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
+from verigym.policies.lora import base_model
 from verigym.serve._wire import ApiError, LoadLoraRequest, UnloadLoraRequest
 
 __all__ = ["AdapterDir", "add_weight_routes"]

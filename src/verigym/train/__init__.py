@@ -7,23 +7,33 @@
 - ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
 - ``checkpoint`` (exact resume), ``monitor`` (metrics.jsonl, entropy-law fit), ``report`` (report.html).
 - ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``.
+- ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).
+- The hooks ``verigym.scale`` builds on: ``forward_logprobs`` (the current policy's per-token
+  logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here.
 """
 
+from verigym.train._update import forward_logprobs, set_training
 from verigym.train.config import PRESETS, TrainConfig, build_config, load_config
 from verigym.train.pipeline import run_sft, run_train
 from verigym.train.quickstart import quickstart, quickstart_config
+from verigym.train.rewards import Group, Sample, StepBatch
 from verigym.train.rl import RLTrainer
 from verigym.train.sft import sft_train
 
 __all__ = [
     "PRESETS",
+    "Group",
     "RLTrainer",
+    "Sample",
+    "StepBatch",
     "TrainConfig",
     "build_config",
+    "forward_logprobs",
     "load_config",
     "quickstart",
     "quickstart_config",
     "run_sft",
     "run_train",
+    "set_training",
     "sft_train",
 ]

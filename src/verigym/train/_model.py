@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from verigym._pass_at_k import SUCCESS_THRESHOLD, pass_table
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
 from verigym.runner import run_rollouts
@@ -84,8 +87,9 @@ async def evaluate(
     samples: int = 1,
     env_name: str = "env",
 ) -> dict[str, float]:
-    """Held-out pass@1 (mean of reward ≥ 1 over every sample), mean reward, the error count and the
-    mean of each grader (``grader/NAME``, over the samples without an error)."""
+    """Held-out pass@1 (the eval's: per task, the share of its scored samples with reward ≥ 1, averaged
+    over tasks; with one sample per task, the share of tasks solved), mean reward, the error count and
+    the mean of each grader (``grader/NAME``, over the samples without an error)."""
     records = await run_rollouts(
         env,
         policy,
@@ -98,8 +102,11 @@ async def evaluate(
     )
     ok = [r for r in records if r.error is None and r.score.reward is not None]
     rewards = [float(r.score.reward) for r in ok if r.score.reward is not None]
+    task_of: dict[str, int] = {}
+    task_index = np.asarray([task_of.setdefault(r.task_id, len(task_of)) for r in ok], dtype=np.int64)
+    correct = np.asarray(rewards, dtype=float) >= SUCCESS_THRESHOLD
     out = {
-        "pass_at_1": sum(x >= 1.0 for x in rewards) / max(len(rewards), 1),
+        "pass_at_1": pass_table(correct, task_index, 1)["1"] or 0.0,
         "reward": sum(rewards) / max(len(rewards), 1),
         "errors": float(len(records) - len(ok)),
     }

@@ -21,8 +21,8 @@ from verigym.envs.base import Environment
 from verigym.policies.base import Policy
 from verigym.runner import Scored, rollout_group
 from verigym.train import exploration as X
-from verigym.train._rewards import Group, Sample, StepBatch
 from verigym.train.config import ConfigError, TrainConfig, schedule_value
+from verigym.train.rewards import Group, Sample, StepBatch
 from verigym.train.samples import NotTrainable, trajectory_sequences
 from verigym.train.sampling import DifficultyTracker, has_signal
 from verigym.types import Sampling, Task

@@ -10,7 +10,7 @@ keeps the tests' meaning (candidate-raised ``StopIteration`` and argument aliasi
 it) and lets large results, deep data, iterators and ``multiprocessing`` through. Stdin/stdout problems (``task.info["io_tests"]``) compare
 output line-wise, exactly (``exact_output``) or with a float tolerance (``float_tol``).
 ``swe.swe_grader`` grades repository tasks SWE-bench style: apply the patch, reset protected
-files, run FAIL_TO_PASS / PASS_TO_PASS with pytest in the sandbox (``_patch``, ``_pytest_run``).
+files, run FAIL_TO_PASS / PASS_TO_PASS with pytest in the sandbox (``patch``, ``_pytest_run``).
 A missing sandbox is an errored grade; ``unsafe_no_sandbox=True`` must be chosen explicitly.
 
 Labeled suites: ``tests/suites/code.jsonl``, ``tests/suites/code_hostile.jsonl`` and
@@ -21,8 +21,8 @@ Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.san
 ``_sandbox_io`` (limits, staging, output collection), ``_cgroup``, ``_audit`` (sandbox event
 log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker per candidate),
 ``_worker`` + ``_codec`` (the stdlib-only program inside the sandbox and its wire format),
-``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``_patch``
-(unified diffs), ``_pytest_run`` (the in-sandbox pytest runner), ``_grader`` (re-exported here).
+``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``patch``
+(unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_grader`` (re-exported here).
 """
 
 from verigym.graders.code._grader import (

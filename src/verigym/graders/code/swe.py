@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.graders.code._patch import PatchError, apply_patch, changed_paths
 from verigym.graders.code._pytest_run import (
     SITE_INSIDE,
     env,
@@ -45,6 +44,7 @@ from verigym.graders.code._pytest_run import (
     pytest_site_dir,
     runner_source,
 )
+from verigym.graders.code.patch import PatchError, apply_patch, changed_paths
 from verigym.graders.code.sandbox import Limits, Sandbox, SandboxUnavailable, python_executable
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory

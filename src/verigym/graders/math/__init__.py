@@ -45,9 +45,11 @@ from verigym.graders.math._grader import (
     extract_answer,
     math_grader,
 )
+from verigym.graders.math._mode import MODES, parse_mode
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "MODES",
     "SUITE_FIELDS",
     "MathVerdict",
     "bench_verdict",
@@ -56,4 +58,5 @@ __all__ = [
     "clear_caches",
     "extract_answer",
     "math_grader",
+    "parse_mode",
 ]

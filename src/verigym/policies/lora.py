@@ -1,0 +1,7 @@
+"""LoRA adapters on an in-process model, public: ``base_model`` (the model under its PEFT wrapper) for
+``verigym serve``'s weight endpoints. The code lives in ``_lora`` (``AdapterMixin``, ``LocalPolicy``'s
+adapter loading); other packages import from here (``tests/core/test_layering.py``)."""
+
+from verigym.policies._lora import AS_IS, AdapterMixin, base_model
+
+__all__ = ["AS_IS", "AdapterMixin", "base_model"]
