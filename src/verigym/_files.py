@@ -1,14 +1,16 @@
 """Reading user files (configs, datasets) with one-line errors that name the file and, where it helps,
-the line: a directory given for a file, bytes that are not UTF-8, TOML that does not parse."""
+the line: a directory given for a file, bytes that are not UTF-8, TOML that does not parse, a JSON
+Lines row that is not JSON (``read_jsonl``: ``path:line: invalid JSON (... at column N)``)."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileProblem", "iter_lines", "read_toml"]
+__all__ = ["FileProblem", "iter_lines", "read_jsonl", "read_toml"]
 
 
 class FileProblem(ValueError):
@@ -64,3 +66,32 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     with fh:
         for number, raw in enumerate(fh, start=1):
             yield number, _decode(raw, str(path), number)
+
+
+def read_jsonl(
+    path: str | Path, *, error: type[Exception] = FileProblem, objects: bool = False
+) -> Iterator[tuple[str, Any]]:
+    """``("path:line", value)`` of each non-blank line of a JSON Lines file, read line by line.
+
+    Every failure is one ``error`` line (``FileProblem`` unless a caller names its own type, e.g. a
+    dataset's ``DatasetError``): the file's problems as ``iter_lines`` words them, a line that does not
+    parse as ``path:line: invalid JSON (msg at column N)``, and with ``objects`` a line that is not a
+    JSON object as ``path:line: expected a JSON object, got TYPE``.
+    """
+    path = Path(path)
+    try:
+        for number, line in iter_lines(path):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                value = json.loads(line.rstrip("\r\n"))  # a column within the line, as written
+            except json.JSONDecodeError as exc:
+                raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            if objects and not isinstance(value, dict):
+                raise error(f"{where}: expected a JSON object, got {type(value).__name__}")
+            yield where, value
+    except FileProblem as exc:
+        if isinstance(exc, error):
+            raise
+        raise error(str(exc)) from None

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from verigym._files import read_jsonl
 from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
@@ -123,15 +124,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             raise DatasetError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
         return [dict(r) for r in rows]
     out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    for where, row in read_jsonl(path, error=DatasetError):
         if not isinstance(row, dict):
-            raise DatasetError(f"{path}:{lineno}: expected an object, got {type(row).__name__}")
+            raise DatasetError(f"{where}: expected an object, got {type(row).__name__}")
         out.append(row)
     return out
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pydantic_core
 
-from verigym._files import FileProblem, iter_lines
+from verigym._files import read_jsonl
 from verigym.types import Message, Task
 
 __all__ = [
@@ -153,18 +153,7 @@ def from_records(
 
 
 def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
-    try:
-        for lineno, line in iter_lines(path):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{lineno}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-    except FileProblem as exc:
-        raise DatasetError(str(exc)) from None
+    return read_jsonl(path, error=DatasetError)
 
 
 def _check_file(path: str | Path) -> Path:

@@ -47,6 +47,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from verigym._files import read_jsonl
 from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
@@ -125,14 +126,7 @@ def _rows(p: Path) -> Iterator[tuple[str, Any]]:
             raise DatasetError(f"{p}: not a readable Parquet file ({type(exc).__name__})") from None
         yield from ((f"{p}:row {i}", row) for i, row in enumerate(table.to_pylist(), start=1))
         return
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{p}:{lineno}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{p}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    yield from read_jsonl(p, error=DatasetError)
 
 
 def load_ifeval(path: str | Path) -> list[Task]:

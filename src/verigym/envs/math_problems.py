@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verigym._files import FileProblem, iter_lines
+from verigym._files import read_jsonl
 from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
 from verigym.envs._math_templates import TEMPLATES
 from verigym.envs.datasets import DatasetError, procedural_tasks
@@ -123,22 +123,12 @@ def load_math_file(path: str | Path) -> list[Task]:
     p = Path(path)
     tasks: list[Task] = []
     seen: set[str] = set()
-    try:
-        for lineno, line in iter_lines(p):
-            if not line.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            task = _row_task(row, where, len(tasks), p.stem)
-            if task.id in seen:
-                raise DatasetError(f"{where}: duplicate id {task.id!r}")
-            seen.add(task.id)
-            tasks.append(task)
-    except FileProblem as exc:
-        raise DatasetError(str(exc)) from None
+    for where, row in read_jsonl(p, error=DatasetError):
+        task = _row_task(row, where, len(tasks), p.stem)
+        if task.id in seen:
+            raise DatasetError(f"{where}: duplicate id {task.id!r}")
+        seen.add(task.id)
+        tasks.append(task)
     return tasks
 
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from verigym._files import read_jsonl
 from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
 from verigym.envs._repo_fix_graders import patch_grader
 from verigym.envs._swe_docker import docker_status, grade_in_docker
@@ -92,16 +93,7 @@ def _rows(path: Path) -> list[tuple[str, Any]]:
             return [(f"{path}[{i}]", r) for i, r in enumerate(json.loads(text))]
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                out.append((f"{path}:{lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path}:{lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-    return out
+    return list(read_jsonl(path, error=DatasetError))
 
 
 def _files_block(files: Mapping[str, str], budget: int) -> str:

@@ -11,7 +11,6 @@ rows share a sequence, separated by a block-diagonal attention mask (no cross-co
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 import torch
 
+from verigym._files import read_jsonl
 from verigym.envs.base import Environment
 from verigym.runner import run_rollouts
 from verigym.train.config import SFTConfig
@@ -76,13 +76,7 @@ def load_sft_rows(path: str | Path, tokenizer: Any, *, min_reward: float = 1.0) 
     p = Path(path)
     if not p.is_file():
         raise SFTDataError(f"{p}: no such file")
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SFTDataError(f"{p}:{n}: not JSON ({exc.msg})") from None
+    for where, obj in read_jsonl(p, error=SFTDataError):
         try:
             if "trajectory" in obj:
                 rec = Record.model_validate(obj)
@@ -98,9 +92,9 @@ def load_sft_rows(path: str | Path, tokenizer: Any, *, min_reward: float = 1.0) 
             else:
                 raise SFTDataError("expected a results record or an object with 'messages'")
         except SFTDataError as exc:
-            raise SFTDataError(f"{p}:{n}: {exc}") from None
+            raise SFTDataError(f"{where}: {exc}") from None
         except ValueError as exc:  # pydantic validation
-            raise SFTDataError(f"{p}:{n}: {str(exc).splitlines()[0]}") from None
+            raise SFTDataError(f"{where}: {str(exc).splitlines()[0]}") from None
     for r in rows:
         r.logprobs = None
     return rows
