@@ -42,12 +42,13 @@ from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies._history import TurnHistory
 from verigym.policies._lora import AS_IS as _AS_IS
 from verigym.policies._lora import AdapterMixin
+from verigym.policies._score import Scored, prompt_logprobs
 from verigym.policies._toolformats import TOOL_FORMATS, default_format, get_format
 from verigym.policies.base import PolicyError
 from verigym.policies.catalogue import load_failure, resolve
 from verigym.types import Completion, Message, Sampling, Usage, _trusted
 
-__all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec"]
+__all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
 
 _ENCODE_CACHE = 4096  # prompts whose token ids ``encode`` keeps
 
@@ -455,6 +456,29 @@ class LocalPolicy(AdapterMixin):
             self.completion(s, r, parse_tools=bool(tools), version=version)
             for s, r in zip(specs, results, strict=True)
         ]
+
+    def score(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        top: int = 0,
+        adapter: str | None = _AS_IS,
+    ) -> list[Scored]:
+        """The logprob of every token after the first of each of ``prompts`` (``echo`` on
+        ``/v1/completions``), from the distribution sampled tokens' logprobs come from (module doc)."""
+        was_training = bool(getattr(self.model, "training", False))
+        with self._lock, self._adapter_active(adapter):
+            if was_training:
+                self.model.eval()
+            try:
+                return prompt_logprobs(
+                    self.model, prompts, temperature=temperature, top=top, pad_id=self._pad_id(),
+                    max_rows=self.max_batch_rows,
+                )  # fmt: skip
+            finally:
+                if was_training:
+                    self.model.train(True)
 
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id

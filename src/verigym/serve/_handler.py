@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from verigym.policies.base import PolicyError
 from verigym.policies.chat import TOOL_FORMATS, encode_chat, visible_prefix
-from verigym.policies.local import LocalPolicy, RowResult, RowSpec
+from verigym.policies.local import LocalPolicy, RowResult, RowSpec, Scored
 from verigym.serve._admission import Admission, PromptBound, admitted_stream, rows_cost, text_chars
 from verigym.serve._guard import ServeLimits
 from verigym.serve._wire import (
@@ -300,40 +300,37 @@ class Handler:
         self, req: CompletionRequest, gone: Gone | None = None
     ) -> dict[str, Any] | StreamingResponse:
         adapter = self.adapter_for(req.model)
-        if req.echo:
-            raise ApiError(400, "echo is not supported on /v1/completions", param="echo")
+        if req.echo and req.stream:
+            raise ApiError(400, "echo takes stream=false", param="echo")
         prompts = self.prompt_ids(req.prompt)
-        try:
-            per_prompt = [self.specs(req, ids, req.logprobs or 0) for ids in prompts]
+        try:  # max_tokens = 0 (with echo): score the prompts, generate nothing
+            per_prompt = [
+                self.specs(req, ids, req.logprobs or 0) if req.max_tokens != 0 else [] for ids in prompts
+            ]
         except PolicyError as exc:
             raise status_of(exc) from None
         flat = [s for specs in per_prompt for s in specs]
         if req.stream and len(prompts) > 1:
             raise ApiError(400, "stream=true takes one prompt", param="prompt")
-        release = self.admission.admit(rows_cost(flat))
+        release = self.admission.admit(rows_cost(flat) if flat else sum(map(len, prompts)) * req.n)
         if req.stream:
             return admitted_stream(self.stream_text(req, flat, adapter), release)
         try:
-            results = await self.run(flat, adapter, gone)
+            results = await self.run(flat, adapter, gone) if flat else []
+            echoed = await self.echo_logprobs(req, prompts, adapter)
         finally:
             release()
-        choices = []
-        for i, (spec, res) in enumerate(zip(flat, results, strict=True)):
-            c = self.policy.completion(spec, res)
-            logprobs = None
-            if req.logprobs is not None:
-                pieces = [self.piece(t) for t in res.token_ids]
-                logprobs = legacy_logprobs(pieces, res.logprobs, self.top(res, req.logprobs))
-            choices.append(
-                {
-                    "index": i,
-                    "text": c.text,
-                    "logprobs": logprobs,
-                    "finish_reason": c.finish_reason,
-                    "token_ids": res.token_ids,
-                    "prompt_token_ids": spec.prompt_ids,
-                }
-            )
+        owners = [p for p, specs in enumerate(per_prompt) for _ in specs]
+        rows: list[tuple[int, RowSpec | None, RowResult | None]] = list(
+            zip(owners, flat, results, strict=True)
+        )
+        if not flat:
+            rows = [(p, None, None) for p in range(len(prompts)) for _ in range(req.n)]
+        choices = [
+            self.text_choice(i, req, prompts[p], spec, res, None if echoed is None else echoed[p])
+            for i, (p, spec, res) in enumerate(rows)
+        ]
+        done = sum(len(r.token_ids) for r in results)
         return {
             "id": f"cmpl-{uuid.uuid4().hex}",
             "object": "text_completion",
@@ -342,10 +339,60 @@ class Handler:
             "choices": choices,
             "usage": {
                 "prompt_tokens": sum(len(p) for p in prompts) * req.n,
-                "completion_tokens": sum(len(r.token_ids) for r in results),
-                "total_tokens": sum(len(p) for p in prompts) * req.n + sum(len(r.token_ids) for r in results),
+                "completion_tokens": done,
+                "total_tokens": sum(len(p) for p in prompts) * req.n + done,
             },
             "prompt_token_ids": prompts[0] if len(prompts) == 1 else prompts,
+        }
+
+    async def echo_logprobs(
+        self, req: CompletionRequest, prompts: list[list[int]], adapter: str | None
+    ) -> list[Scored] | None:
+        """With ``echo`` and ``logprobs``: each prompt's token logprobs at the request's temperature
+        (``LocalPolicy.score``: the distribution sampled tokens' logprobs come from; T = 1 for 0)."""
+        if not (req.echo and req.logprobs is not None):
+            return None
+        temperature = 1.0 if req.temperature is None else req.temperature
+        return await asyncio.to_thread(
+            self.policy.score, prompts, temperature=temperature, top=req.logprobs, adapter=adapter
+        )
+
+    def text_choice(
+        self,
+        i: int,
+        req: CompletionRequest,
+        prompt: list[int],
+        spec: RowSpec | None,
+        res: RowResult | None,
+        echoed: Scored | None,
+    ) -> dict[str, Any]:
+        """One choice of a text completion; with ``echo`` the prompt's text, tokens and logprobs lead."""
+        c = None if spec is None or res is None else self.policy.completion(spec, res)
+        text = "" if c is None else c.text
+        token_ids = [] if res is None else res.token_ids
+        pieces = [self.piece(t) for t in token_ids]
+        lps: list[float | None] = [] if res is None else list(res.logprobs)
+        top: list[list[tuple[str, float]] | None] | None = None
+        if req.logprobs and res is not None:
+            top = list(self.top(res, req.logprobs) or [])
+        if req.echo:
+            text = self.policy.tokenizer.decode(prompt) + text
+            pieces = [self.piece(t) for t in prompt] + pieces
+            if echoed is not None:
+                lps = [None, *echoed.logprobs, *lps]
+                if req.logprobs:
+                    head = [
+                        [(self.piece(t), v) for t, v in zip(ids, vals, strict=True)]
+                        for ids, vals in zip(echoed.top_ids, echoed.top_logprobs, strict=True)
+                    ]
+                    top = [None, *head, *(top or [])]
+        return {
+            "index": i,
+            "text": text,
+            "logprobs": None if req.logprobs is None else legacy_logprobs(pieces, lps, top),
+            "finish_reason": "length" if c is None else c.finish_reason,
+            "token_ids": token_ids,
+            "prompt_token_ids": prompt,
         }
 
     def prompt_ids(self, prompt: str | list[str] | list[int] | list[list[int]]) -> list[list[int]]:

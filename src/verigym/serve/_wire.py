@@ -6,9 +6,10 @@ the response, ``token_ids`` on each choice) and are always returned. ``top_k`` i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from verigym.policies.base import PolicyError
 
@@ -151,7 +152,14 @@ class ChatRequest(_Common):
 class CompletionRequest(_Common):
     prompt: str | list[str] | list[int] | list[list[int]]
     logprobs: int | None = Field(None, ge=0, le=20)
-    echo: bool = False
+    echo: bool = False  # the prompt (and, with logprobs, its tokens' logprobs) leads each choice
+    max_tokens: int | None = Field(None, ge=0)  # 0: score the prompt only (with echo, as vLLM)
+
+    @model_validator(mode="after")
+    def _zero_needs_echo(self) -> CompletionRequest:
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens = 0 needs echo = true (score the prompt without generating)")
+        return self
 
     @field_validator("prompt", "stop")
     @classmethod
@@ -195,16 +203,19 @@ def chat_logprobs(
 
 
 def legacy_logprobs(
-    pieces: list[str], logprobs: list[float], top: list[list[tuple[str, float]]] | None
+    pieces: list[str],
+    logprobs: Sequence[float | None],
+    top: Sequence[list[tuple[str, float]] | None] | None,
 ) -> dict[str, Any]:
-    """The ``choices[i].logprobs`` object of a (legacy) text completion."""
+    """The ``choices[i].logprobs`` object of a (legacy) text completion (with ``echo``, the first
+    prompt token's logprob and top logprobs are null, as OpenAI and vLLM send)."""
     offsets, at = [], 0
     for piece in pieces:
         offsets.append(at)
         at += len(piece)
     return {
         "tokens": pieces,
-        "token_logprobs": logprobs,
-        "top_logprobs": [dict(t) for t in top] if top else None,
+        "token_logprobs": list(logprobs),
+        "top_logprobs": [None if t is None else dict(t) for t in top] if top else None,
         "text_offset": offsets,
     }

@@ -61,6 +61,7 @@ class Forward:
     old: torch.Tensor
     adv: torch.Tensor
     starts: list[int]
+    logits: torch.Tensor | None = None  # (B, W, V), kept only when asked (``keep_logits``)
 
     @classmethod
     def of_rows(
@@ -117,8 +118,10 @@ def forward_rows(
     *,
     share_prefix: bool,
     entropy_grad: bool = True,
+    keep_logits: bool = False,
 ) -> Forward:
-    """The training forward of ``rows``; ``entropy_grad=False``: the entropy is for logging only.
+    """The training forward of ``rows``; ``entropy_grad=False``: the entropy is for logging only;
+    ``keep_logits``: ``Forward.logits`` holds the logits too (on-policy distillation's JSD term).
 
     With ``share_prefix`` the prompt each group shares is run once and its keys/values are reused (with
     gradient) by every completion of the group: the samples of a GRPO group cost one prompt forward,
@@ -129,6 +132,13 @@ def forward_rows(
         assert r.logprobs is not None
     if not share_prefix:
         batch = collate(rows, pad_id).to(device)
+        if keep_logits:
+            out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+            fwd = _of_logits(
+                out.logits[:, :-1], batch.targets, rows, [1] * len(rows), temperature, entropy_grad
+            )
+            fwd.logits = out.logits[:, :-1]
+            return fwd
         logp, ent = forward_logprobs(model, batch, temperature, entropy=True, entropy_grad=entropy_grad)
         assert ent is not None and batch.old_logprobs is not None
         return Forward(logp, ent, batch.mask, batch.old_logprobs, batch.advantages, [1] * len(rows))
@@ -163,12 +173,25 @@ def forward_rows(
         use_cache=True,
     )
     logits = torch.cat([out.logits[:, -1:][idx], out2.logits[:, :-1]], dim=1)
-    targets = sids.to(device)
+    fwd = _of_logits(logits, sids.to(device), rows, starts, temperature, entropy_grad)
+    if keep_logits:
+        fwd.logits = logits
+    return fwd
+
+
+def _of_logits(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    rows: Sequence[Row],
+    starts: list[int],
+    temperature: float,
+    entropy_grad: bool,
+) -> Forward:
     if entropy_grad:
         logp, ent = L.token_logprobs(logits, targets, temperature), L.token_entropy(logits, temperature)
     else:
         logp, ent = _logp_and_entropy(logits, targets, temperature)
-    return Forward.of_rows(logp, ent, rows, starts, device)
+    return Forward.of_rows(logp, ent, rows, starts, logits.device)
 
 
 def _repeat_rows(cache: Any, idx: torch.Tensor) -> None:

@@ -1,5 +1,7 @@
 """The producer side of the RL loop: pick tasks from a weighted mix of environments, sample and
-score groups, drop errored samples, apply dynamic sampling and difficulty filtering.
+score groups, drop errored samples, apply dynamic sampling and difficulty filtering. Dynamic
+sampling keeps a group whose rewards are all equal when a teacher term still teaches on it
+(``rl.distill``, ``distill.teaches``).
 
 Everything random is derived from ``(seed, step, round)``, never from global state, so a resumed
 run samples exactly what an uninterrupted one would.
@@ -22,6 +24,7 @@ from verigym.policies.base import Policy
 from verigym.runner import Scored, rollout_group
 from verigym.train import exploration as X
 from verigym.train.config import ConfigError, TrainConfig, schedule_value
+from verigym.train.distill import teaches
 from verigym.train.rewards import Group, Sample, StepBatch
 from verigym.train.samples import NotTrainable, trajectory_sequences
 from verigym.train.sampling import DifficultyTracker, has_signal
@@ -212,7 +215,7 @@ class Producer:
                 self.tracker.record(f"{slot.name}/{task.id}", rate)
                 pass_rates[f"{slot.name}/{task.id}"] = rate
                 flat += not has_signal(rewards)
-                if rl.dynamic_sampling and not has_signal(rewards):
+                if rl.dynamic_sampling and not has_signal(rewards) and not teaches(self.cfg, step, rewards):
                     dropped_flat += 1
                     continue
                 weights = {g.name: g.weight for g in slot.env.rubric.graders}

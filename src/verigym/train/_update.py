@@ -12,7 +12,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import PreTrainedModel
@@ -23,7 +23,15 @@ from verigym.train._forward import Forward, forward_logprobs, forward_rows
 from verigym.train.config import RLConfig
 from verigym.train.samples import Row, collate
 
-__all__ = ["Forward", "UpdateState", "forward_logprobs", "forward_rows", "policy_update", "set_training"]
+__all__ = [
+    "Forward",
+    "TeacherTerm",
+    "UpdateState",
+    "forward_logprobs",
+    "forward_rows",
+    "policy_update",
+    "set_training",
+]
 
 _MODULE_TRAIN = torch.nn.Module.train
 
@@ -44,6 +52,19 @@ def set_training(model: Any, mode: bool) -> None:
             return
     for m in mods:
         m.__dict__["training"] = mode
+
+
+class TeacherTerm(Protocol):
+    """What the update asks of on-policy distillation (``train.distill.Distiller``)."""
+
+    @property
+    def wants_logits(self) -> bool: ...
+
+    def token_advantages(self, fwd: Forward, rows: Sequence[Row]) -> torch.Tensor: ...
+
+    def jsd_loss(
+        self, fwd: Forward, rows: Sequence[Row], total_tokens: float
+    ) -> tuple[torch.Tensor, float]: ...
 
 
 @dataclass
@@ -105,12 +126,13 @@ def policy_update(
     ref_model: Any | None = None,
     micro_rows: int = 64,
     share_prefix: bool = True,
+    distill: TeacherTerm | None = None,
 ) -> dict[str, float]:
     """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics.
 
     ``share_prefix``: run each group's shared prompt once per micro-batch (``forward_rows``);
     ``cfg.packing``: micro-batches of at most ``cfg.pack_tokens`` tokens, each one unpadded sequence
-    (``train.packing``).
+    (``train.packing``). ``distill``: the teacher term (per-token advantages or the JSD loss).
     """
     dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
     net = model if dist is None else dist.module(model)  # fsdp: the update trains a sharded copy
@@ -126,6 +148,7 @@ def policy_update(
     if state.entropy is not None:
         entropy_coef = state.entropy.coef(state.last_nll)
     want_entropy_grad = entropy_coef != 0.0
+    keep_logits = distill is not None and distill.wants_logits
     sums: dict[str, float] = {}
     tokens_seen = 0.0
     grad_norms: list[float] = []
@@ -159,11 +182,13 @@ def policy_update(
                 fwd = (
                     packing.forward_packed(net, part, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
                     if cfg.packing
-                    else forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
+                    else forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad, keep_logits=keep_logits)
                 )  # fmt: skip
                 if not micro:  # fsdp, a rank with no share: a zero-weight pass keeps the collectives paired
                     (fwd.logp.sum() * 0).backward()  # type: ignore[no-untyped-call]
                     continue
+                if distill is not None:  # + c(step)·A^KD_t per token (reverse KL); as is for JSD
+                    fwd.adv = distill.token_advantages(fwd, part)
                 logp, ent, m, old, adv = fwd.logp, fwd.ent, fwd.mask, fwd.old, fwd.adv
                 if cfg.loss == "ppo":
                     pl = L.ppo_clip_loss(
@@ -201,6 +226,11 @@ def policy_update(
                     kl = L.kl_k3(logp, ref_lp)
                     loss = loss + cfg.kl_beta * (kl * m).sum() / max(total_tokens, 1.0)
                     add("kl", float((kl.detach() * m).sum()), 1.0)
+                if keep_logits:
+                    assert distill is not None
+                    term, jsd_sum = distill.jsd_loss(fwd, part, total_tokens)
+                    loss = loss + term
+                    add("distill/jsd", jsd_sum, 1.0)
                 assert ent is not None
                 if want_entropy_grad:
                     loss = loss - entropy_coef * (ent * m).sum() / max(total_tokens, 1.0)

@@ -8,13 +8,18 @@ Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``sampling.p
 ``grpo`` (DeepSeekMath: group std, seq-mean-token-mean, β=0.04), ``dr_grpo`` (no std, constant
 normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft overlong, no KL),
 ``opo`` (length-weighted baseline, exact on-policy), ``skywork`` (adaptive entropy), ``lead``
-(GRPO-LEAD length reward + difficulty weights), ``clip_cov``, ``kl_cov``, ``gspo``.
+(GRPO-LEAD length reward + difficulty weights), ``clip_cov``, ``kl_cov``, ``gspo``, ``opd`` (DAPO +
+on-policy distillation from ``rl.distill.teacher``).
 
 Multi-grader and exploration knobs (off by default, so every preset trains as before):
 ``rl.ranking`` (``lexicographic`` | ``pareto``: advantages from each sample's rank in its group
 on the grader vector, ``train.ranking``), ``rl.group_variants`` (fill groups from rewritten /
 guided / tool-variant prompts) and ``rl.param_noise`` (noise on the sampler's weights), both in
 ``train.exploration``.
+
+``[rl.distill]`` (``DistillConfig``, ``train.distill``): on-policy distillation from a teacher,
+added to the verified-reward advantage with a coefficient and a schedule; ``opd`` is the DAPO
+preset with the balance measured in ``benchmarks/distill.py``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pydantic import (
 
 from verigym._files import FileProblem, read_toml
 from verigym.graders.penalties import RubricSpec
+from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
 from verigym.train.exploration import DEFAULT_GUIDES
@@ -45,6 +51,7 @@ from verigym.train.ranking import Ranking
 __all__ = [
     "PRESETS",
     "ConfigError",
+    "DistillConfig",
     "EnvConfig",
     "EvalConfig",
     "GroupVariantsConfig",
@@ -166,6 +173,43 @@ class GroupVariantsConfig(_Strict):
         return self.rewrite + self.guide + self.tool_variant
 
 
+class DistillConfig(_Strict):
+    """On-policy distillation (``train.distill``, formulas and papers there).
+
+    ``teacher``: a ``ModelSpec`` (a path / run directory / catalogue name as a string, or a table
+    with ``base_url`` for a served teacher that returns prompt logprobs, e.g. ``verigym serve``);
+    ``teacher_recipe``: a train config run first when ``teacher`` names no model yet (the teacher
+    is then that run's output). ``coef`` × ``schedule``(step) weighs the teacher term, decaying to
+    ``final_coef`` over ``decay_steps`` (default ``rl.steps``); ``reward_coef`` weighs the verified
+    advantage (0: pure distillation). ``divergence``: ``reverse_kl`` (a per-token advantage) or
+    ``jsd`` (GKD's generalised JSD with ``beta`` as a loss; in-process teacher, no packing).
+    ``exclude_passed``: samples the verifier passed get no teacher term. With a teacher term,
+    dynamic sampling keeps groups whose rewards are all equal (the teacher still teaches there).
+    """
+
+    teacher: ModelSpec | None = None
+    teacher_recipe: str | None = None
+    coef: Annotated[float, Field(ge=0)] = 1.0
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    final_coef: Annotated[float, Field(ge=0)] = 0.0
+    decay_steps: Annotated[int | None, Field(gt=0)] = None
+    reward_coef: Annotated[float, Field(ge=0)] = 1.0
+    divergence: Literal["reverse_kl", "jsd"] = "reverse_kl"
+    beta: Annotated[float, Field(ge=0, le=1)] = 0.5
+    exclude_passed: bool = False
+
+    @field_validator("teacher", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"model": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> DistillConfig:
+        if self.divergence == "jsd" and self.teacher is not None and self.teacher.served:
+            raise ValueError("divergence jsd needs the teacher's whole distribution: an in-process teacher")
+        return self
+
+
 class RLConfig(_Strict):
     preset: str = "grpo"
     steps: Annotated[int, Field(gt=0)] = 50
@@ -230,6 +274,7 @@ class RLConfig(_Strict):
     # exploration (train.exploration)
     group_variants: GroupVariantsConfig | None = None
     param_noise: Schedule = 0.0  # σ of the sampler's weight noise, relative to each tensor's std
+    distill: DistillConfig | None = None  # on-policy distillation from a teacher (train.distill)
     # pipeline
     queue_size: Annotated[int, Field(gt=0)] = 1
     eval_every: Annotated[int, Field(ge=0)] = 0
@@ -258,6 +303,8 @@ class RLConfig(_Strict):
             raise ValueError("param_noise must be ≥ 0")
         if self.ranking_priority and self.ranking != "lexicographic":
             raise ValueError('ranking_priority needs ranking = "lexicographic"')
+        if self.distill is not None and self.distill.divergence == "jsd" and self.packing:
+            raise ValueError("distill.divergence jsd does not run with packing = true")
         return self
 
 
@@ -328,6 +375,17 @@ class TrainConfig(_Strict):
     tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]] for every tool env
 
 
+_DAPO: dict[str, Any] = {
+    "advantage": "grpo",
+    "eps_low": 0.2,
+    "eps_high": 0.28,
+    "dynamic_sampling": True,
+    "aggregation": "token-mean",
+    "overlong_buffer": 0.2,
+    "kl_beta": 0.0,
+}
+OPD_COEF, OPD_SCHEDULE = 0.5, "constant"  # placeholder until benchmarks/distill.py measures it
+
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {
         "advantage": "grpo",
@@ -336,15 +394,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kl_beta": 0.04,
     },
     "dr_grpo": {"advantage": "dr_grpo", "aggregation": "seq-mean-token-sum-norm", "kl_beta": 0.0},
-    "dapo": {
-        "advantage": "grpo",
-        "eps_low": 0.2,
-        "eps_high": 0.28,
-        "dynamic_sampling": True,
-        "aggregation": "token-mean",
-        "overlong_buffer": 0.2,
-        "kl_beta": 0.0,
-    },
+    "dapo": dict(_DAPO),
     "opo": {
         "advantage": "opo",
         "num_iterations": 1,
@@ -363,6 +413,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "aggregation": "seq-mean-token-mean",
         "kl_beta": 0.0,
     },
+    # DAPO + on-policy distillation at the balance benchmarks/distill.py measured (name a teacher)
+    "opd": {**_DAPO, "distill": {"coef": OPD_COEF, "schedule": OPD_SCHEDULE}},
 }
 
 
@@ -395,7 +447,11 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
             raise ConfigError(
                 f"{source}: rl.preset: unknown preset {preset!r}; choose one of {sorted(PRESETS)}"
             )
-        raw["rl"] = {**PRESETS[preset], **rl, "preset": preset}
+        merged = {**PRESETS[preset], **rl, "preset": preset}
+        for key, value in PRESETS[preset].items():  # a preset's sub-table and the file's merge
+            if isinstance(value, dict) and isinstance(rl.get(key), dict):
+                merged[key] = {**value, **rl[key]}
+        raw["rl"] = merged
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as exc:

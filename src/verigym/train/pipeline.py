@@ -19,14 +19,14 @@ from typing import Any
 from verigym.envs.base import Environment
 from verigym.train._model import load_model
 from verigym.train.checkpoint import disk_usage, latest_checkpoint, link_model
-from verigym.train.config import TrainConfig
+from verigym.train.config import ConfigError, TrainConfig, load_config
 from verigym.train.monitor import MetricsLog
 from verigym.train.report import write_report
 from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer, load_envs, run_config_path
 from verigym.train.samples import Row
 from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_demos, sft_train
 
-__all__ = ["build_sft_rows", "final_model", "run_sft", "run_train", "save_final"]
+__all__ = ["build_sft_rows", "final_model", "prepare_teacher", "run_sft", "run_train", "save_final"]
 
 
 def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, Environment]]) -> list[Row]:
@@ -137,6 +137,25 @@ def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, 
     return summary
 
 
+def prepare_teacher(cfg: TrainConfig, *, progress: Progress | None = None) -> None:
+    """Run ``rl.distill.teacher_recipe`` (a train config) first when ``rl.distill.teacher`` names no
+    model yet: the teacher is that run's output (``train.distill``)."""
+    d = cfg.rl.distill
+    if d is None or d.teacher_recipe is None or d.teacher is None or d.teacher.served:
+        return
+    from verigym.policies.default import resolve_model_dir
+
+    where = Path(d.teacher.model or "")
+    if where.is_dir() and resolve_model_dir(where) is not None:
+        return
+    run_train(load_config(d.teacher_recipe), progress=progress)
+    if not (where.is_dir() and resolve_model_dir(where) is not None):
+        raise ConfigError(
+            f"rl.distill.teacher_recipe {d.teacher_recipe} ran, but rl.distill.teacher {where} holds no "
+            "model: point the teacher at that recipe's out_dir"
+        )
+
+
 def run_train(
     cfg: TrainConfig,
     *,
@@ -162,6 +181,7 @@ def run_train(
         cfg = trainer.cfg
         summary.update(_read_stages(Path(resume)))
     else:
+        prepare_teacher(cfg, progress=progress)
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)

@@ -149,10 +149,11 @@ def assign_advantages(
     rows: list[Row] = []
     adv_values = adv.tolist()  # one conversion, not a tensor index per sample; the same floats
     masked = truncated.tolist() if rl.truncation == "mask" else [False] * len(samples)
-    for s, a, cut in zip(samples, adv_values, masked, strict=True):
+    for s, a, cut, ok in zip(samples, adv_values, masked, correct.tolist(), strict=True):
         variant = s.variant
         for r in s.rows:
             r.advantage = float(a)
+            r.meta["passed"] = ok  # the verifier passed it (rl.distill.exclude_passed)
             if cut:
                 r.mask = [0] * len(r.mask)
             if variant is not None:

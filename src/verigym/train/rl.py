@@ -11,7 +11,8 @@ generation, remote inference servers and several processes plug in without rewri
 
 Recipes: GRPO (arXiv:2402.03300), DAPO (arXiv:2503.14476), Dr. GRPO (arXiv:2503.20783), OPO
 (arXiv:2505.23585), Skywork-OR1 (arXiv:2505.22312), GRPO-LEAD (arXiv:2504.09696), GSPO
-(arXiv:2507.18071), Clip-Cov/KL-Cov (arXiv:2505.22617) — see ``config.PRESETS``.
+(arXiv:2507.18071), Clip-Cov/KL-Cov (arXiv:2505.22617) — see ``config.PRESETS``. On-policy
+distillation (``rl.distill``, ``train.distill``): a teacher scores each batch before the update.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from verigym.train._produce import EnvSlot, Producer
 from verigym.train._rewards import StepBatch, assign_advantages
 from verigym.train._update import UpdateState, policy_update
 from verigym.train.config import ConfigError, EnvConfig, TrainConfig
+from verigym.train.distill import Distiller
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.sampling import DifficultyTracker
@@ -177,6 +179,10 @@ class RLTrainer:
         self.pad_id = int(
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
+        self.distiller: Distiller | None = None
+        if rl.distill is not None:
+            device = next(model.parameters()).device
+            self.distiller = Distiller.build(cfg, tokenizer, device, self.pad_id)
         torch.manual_seed(cfg.seed)
 
     # ---- state -----------------------------------------------------------------------------------
@@ -276,6 +282,8 @@ class RLTrainer:
         metrics: dict[str, Any] = {"step": batch.step, "phase": "rl", "policy_version": self.policy.version}
         metrics.update(batch.stats)
         metrics.update(reward_metrics)
+        if rows and self.distiller is not None:
+            metrics.update(self.distiller.prepare(rows, batch.step, self.model, self.pad_id))
         if rows:
             metrics.update(
                 policy_update(
@@ -289,8 +297,11 @@ class RLTrainer:
                     ref_model=self.ref_model,
                     micro_rows=self.cfg.rl.micro_batch_rows,
                     share_prefix=self.cfg.rl.share_prefix,
+                    distill=self.distiller,
                 )
             )
+            if self.distiller is not None:
+                metrics["distill/teacher_s"] += self.distiller.teacher_s
             self.policy.version += 1
         completion_tokens = sum(s.length for g in batch.groups for s in g.samples)
         versions = [
