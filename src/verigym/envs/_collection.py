@@ -3,6 +3,10 @@
 An oracle is a ``Policy``: it only sees messages. ``TaskBook`` remembers every task an
 environment has handed out (``tasks()`` records them), so the oracle can find the task of an
 episode by its prompt and solve it from ``Task.info`` through the same harness and tools.
+
+Deprecated: ``TaskBook`` and ``lookup_oracle`` stay for the environments not converted yet. New
+code uses ``envs.procedural``: ``task_oracle`` is handed the episode's task by the rollout, and
+``ProceduralEnv`` gives ``tasks()`` from a generator (``shop`` and ``tools_user`` use both).
 """
 
 from __future__ import annotations

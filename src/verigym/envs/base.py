@@ -7,12 +7,14 @@ end the episode with their own stop reason; a failed policy request ends it with
 ``stop_reason="error"`` and an ``ErrorInfo`` — it is never turned into a wrong answer.
 
 Construction has no side effects: no files are read and no tasks generated until
-``tasks()`` is called.
+``tasks()`` is called. During an episode ``episode_task()`` is its task: an oracle policy is handed
+its task that way (``envs.procedural.task_oracle``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -22,7 +24,18 @@ from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Rubric
 from verigym.types import Completion, ErrorInfo, Message, Sampling, Task, Trajectory, Turn
 
-__all__ = ["Environment", "MultiTurnEnv", "SingleTurnEnv"]
+__all__ = ["Environment", "MultiTurnEnv", "SingleTurnEnv", "episode_task"]
+
+
+_EPISODE_TASK: contextvars.ContextVar[Task | None] = contextvars.ContextVar(
+    "verigym_episode_task", default=None
+)
+
+
+def episode_task() -> Task | None:
+    """The task of the episode being run (``MultiTurnEnv.rollout`` sets it for the episode's calls),
+    or None outside an episode. Oracle policies read it instead of looking their task up by prompt."""
+    return _EPISODE_TASK.get()
 
 
 class Environment(ABC):
@@ -108,6 +121,13 @@ class MultiTurnEnv(Environment, ABC):
         return False
 
     async def rollout(self, task: Task, policy: Policy, sampling: Sampling) -> Trajectory:
+        token = _EPISODE_TASK.set(task)  # what an oracle policy is handed (``episode_task``)
+        try:
+            return await self._rollout(task, policy, sampling)
+        finally:
+            _EPISODE_TASK.reset(token)
+
+    async def _rollout(self, task: Task, policy: Policy, sampling: Sampling) -> Trajectory:
         trajectory = Trajectory(
             task_id=task.id, prompt=self.with_system_prompt(task.prompt), started_at=time.time()
         )

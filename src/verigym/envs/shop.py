@@ -36,9 +36,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs._shop_db import CATEGORIES, SHOP_TOOLS, apply_action, dollars, make_db
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.tool import ToolEnv
 from verigym.graders.toolcall import final_state_grader, required_outputs_grader
 from verigym.policies.base import Policy
@@ -132,7 +132,7 @@ LEVEL_REQUESTS: dict[int, list[Callable[[random.Random, dict[str, Any], str], Re
 }
 
 
-class ShopEnv(ToolEnv):
+class ShopEnv(ProceduralEnv, ToolEnv):
     """Customer service over a shop database behind typed tools; tau-bench-style grading."""
 
     name = "tools"
@@ -160,9 +160,12 @@ class ShopEnv(ToolEnv):
             max_turns=max_turns,
             tool_variant=tool_variant,
         )
-        self._book = TaskBook()
 
-    def _generate(self, rng: random.Random) -> Task:
+    @property
+    def task_name(self) -> str:
+        return f"shop-l{self.level}"
+
+    def generate(self, rng: random.Random) -> Task:
         seed = rng.getrandbits(40)
         db = make_db(seed)
         customer = db["customers"][rng.choice(sorted(db["customers"]))]
@@ -187,19 +190,13 @@ class ShopEnv(ToolEnv):
         info = {"db_seed": seed, "gold_actions": gold, "outputs": outputs}
         return Task(id="", prompt=(Message(role="user", content=message),), info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        made = procedural_tasks(
-            self._generate, self.size if n is None else n, seed=seed, split=split, name=f"shop-l{self.level}"
-        )
-        return self._book.record(made)
-
     def setup_state(self, task: Task) -> dict[str, Any]:
         """The episode's own database, fresh from the task's seed."""
         return {"db": make_db(int(task.info["db_seed"]))}
 
     def oracle_policy(self) -> Policy:
         """Performs the gold actions as tool calls in one turn, then states the required facts."""
-        return lookup_oracle(self._book, _oracle_turn, name="tools-oracle")
+        return self.task_oracle(_oracle_turn, name="tools-oracle")
 
     def null_policy(self) -> Policy:
         """Apologises and does nothing."""

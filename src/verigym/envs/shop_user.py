@@ -22,9 +22,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs._shop_db import SHOP_TOOLS, make_db
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.shop import SYSTEM_PROMPT, ShopEnv, _replay
 from verigym.envs.user_sim import Reveal, ScriptedUser, User, UserSimEnv
@@ -48,7 +48,7 @@ def shop_reveals(task: Task) -> list[Reveal]:
     return [Reveal(_WHO, f"My email is {user['email']}."), Reveal(_WHAT, str(user["request"]))]
 
 
-class ShopUserEnv(UserSimEnv):
+class ShopUserEnv(ProceduralEnv, UserSimEnv):
     """Shop customer service where the customer is a simulated user with a hidden goal."""
 
     name = "tools_user"
@@ -85,10 +85,13 @@ class ShopUserEnv(UserSimEnv):
             tool_variant=tool_variant,
         )
         self._shop = ShopEnv(level=self.level)
-        self._book = TaskBook()
 
-    def _generate(self, rng: random.Random) -> Task:
-        inner = self._shop._generate(rng)
+    @property
+    def task_name(self) -> str:
+        return f"shop-user-l{self.level}"
+
+    def generate(self, rng: random.Random) -> Task:
+        inner = self._shop.generate(rng)
         db = make_db(int(inner.info["db_seed"]))
         request = inner.prompt[0].content.split("). ", 1)[1]  # "Hi, this is Ada (email). <request>"
         email = next(c["email"] for c in db["customers"].values() if c["email"] in inner.prompt[0].content)
@@ -103,16 +106,6 @@ class ShopUserEnv(UserSimEnv):
         info = {**inner.info, "user": user}
         return Task(id="", prompt=(Message(role="user", content=opening),), info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        made = procedural_tasks(
-            self._generate,
-            self.size if n is None else n,
-            seed=seed,
-            split=split,
-            name=f"shop-user-l{self.level}",
-        )
-        return self._book.record(made)
-
     def user_for(self, task: Task) -> User:
         """The configured user, else the scripted customer (``shop_reveals``)."""
         return self.user if self.user is not None else ScriptedUser(shop_reveals)
@@ -123,7 +116,7 @@ class ShopUserEnv(UserSimEnv):
 
     def oracle_policy(self) -> Policy:
         """Asks who the customer is and what they need, performs the gold actions, states the facts."""
-        return lookup_oracle(self._book, _oracle_turn, name="tools_user-oracle")
+        return self.task_oracle(_oracle_turn, name="tools_user-oracle")
 
     def null_policy(self) -> Policy:
         """Apologises and does nothing."""
