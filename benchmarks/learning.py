@@ -8,7 +8,8 @@ the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread ea
     python benchmarks/learning.py --seeds 0-4                   # the quickstart recipe (DAPO preset)
     python benchmarks/learning.py --seeds 0-2 --presets grpo,dr_grpo,dapo,opo,rloo,reinforce++,gspo,skywork,lead,clip_cov,kl_cov --no-control
     python benchmarks/learning.py --env calc --seeds 0-2       # the tool-use recipe (quickstart --env calc)
-    python benchmarks/learning.py --model smollm2-135m-instruct --seeds 0-2 --set eval__tasks=50  # real model
+    python benchmarks/learning.py --model smollm2-135m-instruct --seeds 0-2             # real model (issue 24)
+    python benchmarks/learning.py --model smollm2-135m-instruct --env calc --seeds 0-2  # real model, tool use
 
 Targets (issue 12): after SFT within [0.25, 0.60] on every seed; after RL ≥ after SFT + 0.10 on
 every seed; mean lift ≥ 0.15; mean lift with shuffled rewards ≤ 0.02. With ``--env calc``: pass@1
@@ -72,10 +73,11 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     over.update(job["set"])
     out = Path(job["out"]) / f"{preset}-{job['seed']}"
     if job["model"]:
-        from verigym.train.quickstart_real import real_quickstart_config
+        from verigym.train.quickstart_real import real_calc_config, real_quickstart_config
 
         torch.set_num_threads(job["threads"])
-        cfg = real_quickstart_config(out, model=job["model"], seed=job["seed"], **over)
+        real = real_calc_config if job["env"] == "calc" else real_quickstart_config
+        cfg = real(out, model=job["model"], seed=job["seed"], **over)
     else:
         recipe = calc_quickstart_config if job["env"] == "calc" else quickstart_config
         cfg = recipe(out, seed=job["seed"], **over)
@@ -106,9 +108,9 @@ def machine() -> str:
     return f"{datetime.date.today()} · {cpu} · torch {torch.__version__} · {mp.cpu_count()} cores"
 
 
-def report(rows: list[dict[str, Any]], control: bool) -> list[str]:
+def report(rows: list[dict[str, Any]], control: bool, real: bool = False) -> list[str]:
     if rows and f"{TOOL}_sft" in rows[0]:
-        return calc_report(rows, control)
+        return calc_report(rows, control, real)
     lines = [
         "| preset | seed | SFT steps | after SFT | after RL | lift | shuffled after | shuffled lift | RL s/step |"
     ]
@@ -134,7 +136,7 @@ def verdict(ok: bool) -> str:
     return "MET" if ok else "NOT MET"
 
 
-def calc_report(rows: list[dict[str, Any]], control: bool) -> list[str]:
+def calc_report(rows: list[dict[str, Any]], control: bool, real: bool) -> list[str]:
     """The tool-use recipe: pass@1 and well-formed calls per stage, the control, wall time."""
     lines = [
         "| seed | SFT steps | pass@1 SFT → RL | calls SFT → RL | shuffled pass@1 / calls | SFT + RL wall |",
@@ -151,9 +153,12 @@ def calc_report(rows: list[dict[str, Any]], control: bool) -> list[str]:
     lines += [
         f"pass@1 lift ≥ 0.10 on every seed: {verdict(min(r['lift'] for r in rows) >= 0.10 - 1e-9)}",
         f"well-formed-call lift ≥ 0.10 on every seed: {verdict(min(call_lifts) >= 0.10 - 1e-9)}",
-        f"SFT + RL ≤ ~5 min per seed: {verdict(max(r['train_s'] for r in rows) <= 330)} "
-        f"(max {max(r['train_s'] for r in rows):.0f} s; {'one process' if len(rows) == 1 else 'processes in parallel'})",
     ]
+    if not real:  # the tiny recipe's wall-time target (issue 24 sets none for the real model's calc run)
+        lines.append(
+            f"SFT + RL ≤ ~5 min per seed: {verdict(max(r['train_s'] for r in rows) <= 330)} "
+            f"(max {max(r['train_s'] for r in rows):.0f} s; {'one process' if len(rows) == 1 else 'processes in parallel'})"
+        )
     if control:
         worst = max(max(r["shuffled_lift"], r[TOOL + "_shuffled"] - r[TOOL + "_sft"]) for r in rows)
         lines.append(f"shuffled rewards lift neither (≤ 0.02): {verdict(worst <= 0.02)} ({worst:+.3f})")
@@ -245,8 +250,12 @@ def main() -> None:
     print(
         f"env {args.env}, seeds {args.seeds}, presets {args.presets}, RL steps {args.steps or 'quickstart default'}"
     )
-    print("\n".join(report(rows, control)))
-    if args.model:
+    print("\n".join(report(rows, control, real=bool(args.model))))
+    if args.model and args.env == "calc":
+        print(
+            f"wall per seed, SFT + RL + evals: max {max(r['train_s'] for r in rows) / 60:.1f} min, --jobs {args.jobs}"
+        )
+    elif args.model:
         lifts = [r["lift"] for r in rows]
         print(
             f"lift >= 0.10 on every seed (issue 24): {'MET' if min(lifts) >= 0.10 else 'NOT MET'} ({lifts})"

@@ -5,6 +5,7 @@ assistant's tokens up to and including EOS, exactly what is sampled."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -66,3 +67,25 @@ def test_sft_masks_the_assistant_tokens_up_to_and_including_eos() -> None:
     ends = [k for k, (i, m) in enumerate(zip(row.ids, row.mask, strict=True)) if m and i == tok.eos_token_id]
     assert all(tok.decode([row.ids[k + 1]]) == "\n" and not row.mask[k + 1] for k in ends[:-1])
     assert tok.decode(row.ids[ends[-1] + 1 :]) in ("", "\n") and not any(row.mask[ends[-1] + 1 :])
+
+
+def test_the_real_tool_recipe_trains_calls_in_smollm2s_own_format(tmp_path: Path) -> None:
+    """`quickstart --env calc --model`: the oracle's demos are rendered in the model's template, the
+    tool schemas in its system prompt, and only the assistant's turns (call, answer, each EOS) trained."""
+    from transformers import AutoTokenizer
+
+    from verigym.policies.catalogue import resolve
+    from verigym.train.pipeline import build_sft_rows
+    from verigym.train.quickstart_real import real_calc_config
+    from verigym.train.rl import load_envs
+
+    pull("smollm2-135m-instruct")
+    cfg = real_calc_config(tmp_path, model="smollm2-135m-instruct", sft__demos=2)
+    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct"))
+    rows = build_sft_rows(cfg, tok, load_envs(cfg))
+    text = tok.decode(rows[0].ids)
+    assert '<tools>[{"type": "function", "function": {"name": "calc"' in text
+    trained = tok.decode([i for i, m in zip(rows[0].ids, rows[0].mask, strict=True) if m])
+    a, b = re.search(r"Compute (\d+)\*(\d+) with the calc tool", text).groups()  # type: ignore[union-attr]
+    call = json.dumps([{"name": "calc", "arguments": {"expr": f"{a}*{b}"}}])
+    assert trained == f"<tool_call>{call}</tool_call><|im_end|>{int(a) * int(b)}<|im_end|>"

@@ -23,7 +23,9 @@ def register(app: typer.Typer) -> None:
         ),
         seed: int = typer.Option(0, "--seed", help="Seed of the model, the tasks and the sampling."),
         steps: int = typer.Option(
-            None, "--steps", help="RL steps (default 100; 60 with --env calc; 40 with --model)."
+            None,
+            "--steps",
+            help="RL steps (default 100; 60 with --env calc; 40 with --model; 30 with --env calc --model).",
         ),
         threads: int | None = typer.Option(
             None,
@@ -40,7 +42,8 @@ def register(app: typer.Typer) -> None:
             "--model",
             help="A real pretrained model (a catalogue name such as smollm2-135m-instruct, or a directory): "
             "light SFT in its own chat template, then GRPO (DAPO), on 2-digit addition/subtraction asked in "
-            "words (default: the tiny model verigym builds).",
+            "words, or with --env calc on calling the calculator in its own tool-call format "
+            "(default: the tiny model verigym builds).",
         ),
     ) -> None:
         """Offline demo: tiny model → light SFT on verified demos → GRPO (DAPO) → held-out pass@1 before/after."""
@@ -57,23 +60,26 @@ def register(app: typer.Typer) -> None:
         overrides = {} if steps is None else {"rl__steps": steps}
         if steps is not None and steps < 1:
             fail(f"--steps must be at least 1, got {steps}")
-        if env == "calc" and model is not None:
-            fail(
-                "--model runs the arithmetic recipe; the tool-use recipe (--env calc) is for the tiny model yet"
-            )
-        if env == "calc":
-            _calc(out if out != Path("runs/quickstart") else Path("runs/quickstart_calc"), seed, overrides)
-            return
-        if env != "arithmetic":
+        if env not in ("arithmetic", "calc"):
             fail(f"--env must be arithmetic or calc, got {env!r}")
         if model is not None:
             from verigym.policies.catalogue import resolve
-            from verigym.train.quickstart_real import real_quickstart_config
 
             try:
                 resolve(model)
             except ValueError as exc:
                 fail(str(exc))
+        if env == "calc":
+            _calc(
+                out if out != Path("runs/quickstart") else Path("runs/quickstart_calc"),
+                seed,
+                overrides,
+                model,
+            )
+            return
+        if model is not None:
+            from verigym.train.quickstart_real import real_quickstart_config
+
             cfg = real_quickstart_config(out, model=model, seed=seed, **overrides)
             what = f"{model} → light SFT on verified 2-digit arithmetic demos in its chat template"
         else:
@@ -109,16 +115,21 @@ def register(app: typer.Typer) -> None:
         )
 
 
-def _calc(out: Path, seed: int, overrides: dict[str, int]) -> None:
+def _calc(out: Path, seed: int, overrides: dict[str, int], model: str | None) -> None:
     """``--env calc``: the tool-use demo; prints pass@1 and the well-formed tool-call rate per stage."""
     from rich.table import Table
 
     from verigym._cli.train_cmd import TrainProgress
     from verigym.train.quickstart_calc import calc_quickstart, calc_quickstart_config
+    from verigym.train.quickstart_real import real_calc_config
 
-    cfg = calc_quickstart_config(out, seed=seed, **overrides)
+    if model is None:
+        cfg = calc_quickstart_config(out, seed=seed, **overrides)
+    else:
+        cfg = real_calc_config(out, model=model, seed=seed, **overrides)
     console.print(
-        "[bold]verigym quickstart --env calc[/]: tiny model → light SFT on verified tool-using trajectories → "
+        f"[bold]verigym quickstart --env calc[/]: {escape(model or 'tiny model')} → light SFT on verified "
+        "tool-using trajectories → "
         f"GRPO (DAPO preset, {cfg.rl.steps} steps) → held-out pass@1 and tool-call rate — offline, CPU"
     )
     sft_bound = cfg.sft.max_steps or cfg.sft.epochs * (
@@ -133,7 +144,7 @@ def _calc(out: Path, seed: int, overrides: dict[str, int]) -> None:
     table.add_column("pass@1", justify="right")
     table.add_column("well-formed tool call", justify="right")
     for label, stage in (
-        ("initial (random tiny)", "initial"),
+        ("initial (random tiny)" if model is None else f"initial ({model})", "initial"),
         ("after SFT", "after_sft"),
         ("after RL", "after_rl"),
     ):
@@ -143,5 +154,5 @@ def _calc(out: Path, seed: int, overrides: dict[str, int]) -> None:
     console.print(
         f"{summary.get('sft_steps')} SFT steps, {summary['steps']} RL steps in {summary['wall_s']:.0f}s. "
         f"Wrote {out}/summary.json, {out}/report.html; model in {summary['model_dir']} "
-        f"(`verigym eval calc --env-arg schema=brief --model {summary['model_dir']}`)."
+        f"(`verigym eval calc --env-arg {'schema=brief' if model is None else 'verbose=true'} --model {summary['model_dir']}`)."
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 from verigym.train.config import TrainConfig, apply_overrides, build_config
 
-__all__ = ["real_quickstart_config"]
+__all__ = ["real_calc_config", "real_quickstart_config"]
 
 
 def real_quickstart_config(
@@ -58,4 +58,49 @@ def real_quickstart_config(
     return build_config(
         apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}),
         source=f"quickstart --model {model}",
+    )
+
+
+def real_calc_config(out_dir: str | Path, *, model: str, seed: int = 0, **overrides: Any) -> TrainConfig:
+    """The tool-use recipe (``quickstart --env calc --model NAME``) on a real pretrained model.
+
+    ``calc`` asks for a product of two 3-digit numbers, which SmolLM2-135M cannot compute: it must
+    call the ``calc`` tool in its own tool-call format (the schemas are written into the system prompt
+    when its chat template ignores ``tools``) and copy the result. The base model never emits a call;
+    SFT on the oracle's trajectories in the model's template teaches the format and is stopped at a low
+    held-out pass@1, then DAPO. Held-out pass@1 and the well-formed-call rate (``tool_call_ok``) are
+    measured by sampling at the training temperature, as in the tiny tool-use quickstart.
+    """
+    raw: dict[str, Any] = {
+        "seed": seed,
+        "out_dir": str(out_dir),
+        "model": {"path": model, "tiny": None, "seed": seed, "dtype": "float32"},
+        "envs": [{"name": "calc", "args": {"verbose": True}}],
+        "sampling": {"temperature": 1.0, "max_tokens": 48},  # both turns share it
+        "sft": {
+            "demos": 256,
+            "max_steps": 32,
+            "batch_size": 8,
+            "lr": 1e-5,
+            "lr_schedule": "constant",
+            "eval_every": 2,
+            "target_pass_at_1": 0.3,
+        },
+        "rl": {
+            "preset": "dapo",
+            "steps": 30,
+            "groups_per_step": 8,
+            "group_size": 8,
+            "lr": 1e-5,
+            "max_rounds": 2,
+            "overlong_buffer": 0.0,  # two turns share max_tokens' budget; no length shaping
+            "packing": True,
+            "eval_every": 0,
+        },
+        "eval": {"tasks": 100, "samples": 2, "temperature": 1.0},
+        "logging": {"checkpoint_every": 0},
+    }
+    return build_config(
+        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}),
+        source=f"quickstart --env calc --model {model}",
     )
