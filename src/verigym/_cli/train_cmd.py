@@ -59,7 +59,13 @@ class TrainProgress:
         self.bar.__exit__(*exc)
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
-        if event == "sft_step":
+        if event == "teacher":  # rl.distill.teacher_recipe: the teacher's own run comes first
+            self.bar.console.print(
+                f"rl.distill: no teacher at {info['teacher']} yet; training it first with "
+                f"{info['recipe']} (into {info['out_dir']}), then the student",
+                markup=False,
+            )
+        elif event == "sft_step":
             text = f"loss {info['loss']:.3f}"
             if "eval/pass_at_1" in info:
                 text += f"  held-out pass@1 {info['eval/pass_at_1']:.2f}"
@@ -156,7 +162,8 @@ def register(app: typer.Typer) -> None:
         preset: str = typer.Option(
             None,
             "--preset",
-            help="RL preset: grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo.",
+            help="RL preset: grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo, opd "
+            "(DAPO + on-policy distillation; set rl.distill.teacher).",
         ),
         steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
         out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),

@@ -1,6 +1,8 @@
 """Training: a light SFT warm-up, then RL with the GRPO family and the seed lectures' recipes.
 
-- ``config``: the TOML config, presets (grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo).
+- ``config``: the TOML config, presets (grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo,
+  opd).
+- ``distill``: on-policy distillation (a teacher scores the student's samples; ``[rl.distill]``).
 - ``advantages`` / ``losses`` / ``sampling``: the pure numerics (advantage estimators, policy losses and
   aggregations, KL, entropy control, Clip-Cov/KL-Cov, dynamic sampling, shaping).
 - ``samples``: token ids + loss mask + sampling logprobs of a trajectory (token in, token out).

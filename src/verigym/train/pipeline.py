@@ -148,7 +148,10 @@ def prepare_teacher(cfg: TrainConfig, *, progress: Progress | None = None) -> No
     where = Path(d.teacher.model or "")
     if where.is_dir() and resolve_model_dir(where) is not None:
         return
-    run_train(load_config(d.teacher_recipe), progress=progress)
+    recipe = load_config(d.teacher_recipe)
+    if progress is not None:
+        progress("teacher", {"recipe": d.teacher_recipe, "out_dir": recipe.out_dir, "teacher": str(where)})
+    run_train(recipe, progress=progress)
     if not (where.is_dir() and resolve_model_dir(where) is not None):
         raise ConfigError(
             f"rl.distill.teacher_recipe {d.teacher_recipe} ran, but rl.distill.teacher {where} holds no "
