@@ -114,7 +114,7 @@ class _Side:
         import torch
 
         from verigym.train._update import UpdateState
-        from verigym.train.rl import make_scheduler
+        from verigym.train.optim import make_scheduler
 
         self.model, self.cfg, self.pad_id = model, cfg, pad_id
         opt = torch.optim.AdamW(

@@ -13,8 +13,8 @@ import torch
 
 from verigym.train._update import Forward, UpdateState, forward_rows, policy_update
 from verigym.train.config import build_config
+from verigym.train.optim import make_scheduler
 from verigym.train.packing import forward_packed, plan_micro_batches, row_starts
-from verigym.train.rl import make_scheduler
 from verigym.train.samples import Row
 
 torch.set_num_threads(1)

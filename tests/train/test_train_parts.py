@@ -10,7 +10,7 @@ import torch
 
 from verigym.train._update import UpdateState, policy_update
 from verigym.train.config import PRESETS, ConfigError, build_config, load_config, schedule_value
-from verigym.train.rl import make_scheduler
+from verigym.train.optim import make_scheduler
 from verigym.train.samples import NotTrainable, Row, trajectory_sequences
 from verigym.types import Completion, Message, Trajectory, Turn
 

@@ -157,7 +157,7 @@ def _shard_model(trainer: Any, ctx: DistContext) -> None:
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
-    from verigym.train.rl import make_scheduler
+    from verigym.train.optim import make_optimizer
 
     sharded = copy.deepcopy(trainer.model)
     mesh = DeviceMesh.from_group(ctx.grads_group, ctx.device.split(":")[0])
@@ -172,8 +172,5 @@ def _shard_model(trainer: Any, ctx: DistContext) -> None:
             m.set_force_sum_reduction_for_comms(True)  # plain SUM (gloo has no PREMUL_SUM)
     ctx.sharded = sharded
     rl = trainer.cfg.rl
-    params = [p for p in sharded.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay)
     total = rl.steps * rl.num_iterations * rl.minibatches
-    trainer.state.optimizer = optimizer
-    trainer.state.scheduler = make_scheduler(optimizer, rl.lr_schedule, rl.warmup_steps, total)
+    trainer.state.optimizer, trainer.state.scheduler = make_optimizer(sharded.parameters(), rl, total)

@@ -7,6 +7,7 @@
   aggregations, KL, entropy control, Clip-Cov/KL-Cov, dynamic sampling, shaping).
 - ``samples``: token ids + loss mask + sampling logprobs of a trajectory (token in, token out).
 - ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
+- ``optim``: the one AdamW and learning-rate schedule that SFT, RL and FSDP build.
 - ``checkpoint`` (exact resume), ``monitor`` (metrics.jsonl, entropy-law fit), ``report`` (report.html).
 - ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``.
 - ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ from verigym.train.config import ConfigError, EnvConfig, TrainConfig
 from verigym.train.distill import Distiller
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
+from verigym.train.optim import make_optimizer, make_scheduler
 from verigym.train.sampling import DifficultyTracker
 from verigym.types import Sampling, Task
 
@@ -103,20 +103,6 @@ def select_tasks(
     return tasks
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, total: int) -> Any:
-    """Linear warmup, then constant / linear decay / cosine decay to 0 over ``total`` optimizer steps."""
-
-    def factor(i: int) -> float:
-        if warmup and i < warmup:
-            return (i + 1) / warmup
-        if kind == "constant" or total <= warmup:
-            return 1.0
-        frac = min(1.0, (i - warmup) / max(total - warmup, 1))
-        return 1 - frac if kind == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
 class RLTrainer:
     """Train ``model`` in place with the config's RL recipe; ``train()`` runs the remaining steps."""
 
@@ -157,13 +143,11 @@ class RLTrainer:
         ]
         self.producer = Producer(self.slots, self.policy, cfg, self.tracker)
         rl = cfg.rl
-        params = [p for p in model.parameters() if p.requires_grad]
-        # foreach: one kernel per op over all tensors; bitwise the same updates as the per-tensor loop
-        optimizer = torch.optim.AdamW(params, lr=rl.lr, weight_decay=rl.weight_decay, foreach=True)
         total = rl.steps * rl.num_iterations * rl.minibatches
+        optimizer, scheduler = make_optimizer(model.parameters(), rl, total, foreach=True)
         self.state = UpdateState(
             optimizer=optimizer,
-            scheduler=make_scheduler(optimizer, rl.lr_schedule, rl.warmup_steps, total),
+            scheduler=scheduler,
             generator=torch.Generator().manual_seed(cfg.seed),
             entropy=AdaptiveEntropy(
                 rl.entropy_target, rl.entropy_delta, 0.0, rl.entropy_coef_max, rl.entropy_coef

@@ -127,7 +127,7 @@ def sft_train(
 ) -> dict[str, Any]:
     """Train in place; ``evaluate()`` (held-out pass@1) runs every ``eval_every`` steps and at the end,
     and training stops early once it reaches ``target_pass_at_1``. Returns a summary."""
-    from verigym.train.rl import make_scheduler
+    from verigym.train.optim import make_optimizer
 
     if not rows:
         raise SFTDataError("no SFT rows to train on")
@@ -136,9 +136,7 @@ def sft_train(
     gen = torch.Generator().manual_seed(seed)
     per_epoch = math.ceil(len(rows) / cfg.batch_size)
     total = cfg.max_steps or per_epoch * cfg.epochs
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = make_scheduler(opt, cfg.lr_schedule, cfg.warmup_steps, total)
+    opt, sched = make_optimizer(model.parameters(), cfg, total)
     step, last_eval, t0 = 0, math.nan, time.perf_counter()
     stopped_early = False
     while step < total and not stopped_early:
