@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from verigym._files import read_jsonl
-from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
+from verigym.envs._collection import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
+from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
 from verigym.graders.toolcall import toolcall_grader
 from verigym.policies.base import Policy
@@ -227,7 +228,7 @@ def oracle_calls(task: Task) -> list[ToolCall]:
     return calls
 
 
-class BfclEnv(SingleTurnEnv):
+class BfclEnv(HandsOutTasks, SingleTurnEnv):
     """BFCL's AST categories (Python): make the right function calls; BFCL's AST match grades them."""
 
     name = "bfcl"
@@ -256,7 +257,6 @@ class BfclEnv(SingleTurnEnv):
                 raise EnvArgError(f"bfcl: path {path!r} is not a file")
         self._answers = answers
         self._tasks: list[Task] | None = None
-        self._book = TaskBook()
         super().__init__(rubric=Rubric([toolcall_grader(strings="bfcl", name="bfcl_ast")]),
                          system_prompt=system_prompt)  # fmt: skip
 
@@ -266,7 +266,7 @@ class BfclEnv(SingleTurnEnv):
         if self._tasks is None:
             self._tasks = load_bfcl(self._path, self._answers)
         out = self._tasks if n is None else self._tasks[:n]
-        return self._book.record(out)
+        return self.hand_out(out)
 
     async def _loop(
         self, task: Task, policy: Policy, sampling: Sampling, trajectory: Trajectory, state: dict[str, Any]
@@ -280,7 +280,7 @@ class BfclEnv(SingleTurnEnv):
         def solve(task: Task, messages: Sequence[Message]) -> Reply:
             return "", oracle_calls(task)
 
-        return lookup_oracle(self._book, solve, name="bfcl-oracle")
+        return self.task_oracle(solve, name="bfcl-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "I would call a function here.", name="bfcl-null")

@@ -27,11 +27,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
+from verigym.envs._collection import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.data.code_problems import TIER1
 from verigym.envs.data.code_problems_hard import TIER2, TIER3
 from verigym.envs.datasets import DatasetError, split_of
+from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
 from verigym.graders.code import code_grader
 from verigym.policies.base import Policy
@@ -60,7 +61,7 @@ def _task(problem: dict[str, Any]) -> Task:
     return Task(id=f"code-{problem['id']}", prompt=(Message(role="user", content=text),), info=info)
 
 
-class CodeEnv(SingleTurnEnv):
+class CodeEnv(HandsOutTasks, SingleTurnEnv):
     """Write a Python function; hidden tests run in the bubblewrap sandbox."""
 
     name = "code"
@@ -85,7 +86,6 @@ class CodeEnv(SingleTurnEnv):
             name="tests", mode=self.mode, timeout_s=float(timeout_s), unsafe_no_sandbox=unsafe_no_sandbox
         )
         super().__init__(rubric=Rubric([grader]), system_prompt=system_prompt)
-        self._book = TaskBook()
 
     def problems(self) -> list[dict[str, Any]]:
         """The problems of the chosen tier(s), in file order."""
@@ -98,13 +98,11 @@ class CodeEnv(SingleTurnEnv):
         chosen = [p for p in self.problems() if split == "all" or split_of(f"code/{p['id']}", 0.5) == split]
         random.Random(f"verigym/code/{seed}").shuffle(chosen)
         made = [_task(p) for p in chosen]
-        return self._book.record(made if n is None else made[:n])
+        return self.hand_out(made if n is None else made[:n])
 
     def oracle_policy(self) -> Policy:
         """Answers the reference solution in a ```python block."""
-        return lookup_oracle(
-            self._book, lambda task, _: f"```python\n{task.info['solution']}```", name="code-oracle"
-        )
+        return self.task_oracle(lambda task, _: f"```python\n{task.info['solution']}```", name="code-oracle")
 
     def null_policy(self) -> Policy:
         """Answers a function that is not the one asked for."""

@@ -36,9 +36,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
+from verigym.envs._collection import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
+from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
 from verigym.graders.code import code_grader
 from verigym.policies.base import Policy
@@ -182,7 +183,7 @@ def load_mbpp(path: str | Path, *, show_tests: int = 1) -> list[Task]:
     return tasks
 
 
-class _CodeBenchEnv(SingleTurnEnv):
+class _CodeBenchEnv(HandsOutTasks, SingleTurnEnv):
     """Shared harness of the code benchmarks: file loading, grader, oracle and null policies."""
 
     public_info_keys: tuple[str, ...] = ("entry_point",)
@@ -202,7 +203,6 @@ class _CodeBenchEnv(SingleTurnEnv):
             timeout_clock=clock,
         )
         super().__init__(rubric=Rubric([grader]))
-        self._book = TaskBook()
         self._tasks: list[Task] | None = None
 
     def _load(self) -> list[Task]:
@@ -214,12 +214,12 @@ class _CodeBenchEnv(SingleTurnEnv):
             raise DatasetError(f"{self.name}: a benchmark file has only the 'test' split, not {split!r}")
         if self._tasks is None:
             self._tasks = self._load()
-        return self._book.record(self._tasks if n is None else self._tasks[:n])
+        return self.hand_out(self._tasks if n is None else self._tasks[:n])
 
     def oracle_policy(self) -> Policy:
         """Answers the canonical solution in a ```python block."""
-        return lookup_oracle(
-            self._book, lambda task, _: f"```python\n{task.info['solution']}\n```", name=f"{self.name}-oracle"
+        return self.task_oracle(
+            lambda task, _: f"```python\n{task.info['solution']}\n```", name=f"{self.name}-oracle"
         )
 
     def null_policy(self) -> Policy:

@@ -36,6 +36,7 @@ __all__ = [
     "load_parquet",
     "load_tasks",
     "procedural_tasks",
+    "prompt_text",
     "split_of",
 ]
 
@@ -230,7 +231,8 @@ def split_of(key: str, test_fraction: float = 0.2) -> str:
     return "test" if bucket < test_fraction else "train"
 
 
-def _prompt_key(task: Task) -> str:
+def prompt_text(task: Task) -> str:
+    """A task's prompt as one string: what decides its split unless a generator says otherwise."""
     return "\n".join(f"{m.role}:{m.content}" for m in task.prompt)
 
 
@@ -242,7 +244,7 @@ def procedural_tasks(
     split: str = "test",
     name: str = "task",
     test_fraction: float = 0.2,
-    key: Callable[[Task], str] = _prompt_key,
+    key: Callable[[Task], str] = prompt_text,
     max_attempts: int = 1000,
 ) -> list[Task]:
     """``n`` tasks from ``generate(rng)``; task ``i`` depends only on ``(name, seed, split, i)``.

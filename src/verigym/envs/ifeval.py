@@ -48,9 +48,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verigym._files import read_jsonl
-from verigym.envs._collection import TaskBook, choice_arg, lookup_oracle
+from verigym.envs._collection import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
+from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
 from verigym.graders.format import strip_think
 from verigym.graders.instructions import INSTRUCTIONS, CheckerKind, check_instructions, instructions_from_info
@@ -166,7 +167,7 @@ def ifeval_metrics(
     return out
 
 
-class IfevalEnv(SingleTurnEnv):
+class IfevalEnv(HandsOutTasks, SingleTurnEnv):
     """IFEval/IFBench-format prompts from a file; corrected strict/loose or official checking."""
 
     name = "ifeval"
@@ -236,7 +237,6 @@ class IfevalEnv(SingleTurnEnv):
             system_prompt=system_prompt,
         )
         self._tasks: list[Task] | None = None
-        self._book = TaskBook()
 
     def summary_metrics(
         self, tasks: Sequence[Task], scores: Mapping[str, Sequence[tuple[int, float]]]
@@ -250,7 +250,7 @@ class IfevalEnv(SingleTurnEnv):
         if self._tasks is None:
             self._tasks = load_ifeval(self._path)
         out = self._tasks if n is None else self._tasks[:n]
-        return self._book.record(out)
+        return self.hand_out(out)
 
     def unsupported(self) -> list[str]:
         """Instruction ids in the file that verigym has no checker for (IFBench's new ones)."""
@@ -266,7 +266,7 @@ class IfevalEnv(SingleTurnEnv):
         def solve(task: Task, messages: Sequence[Message]) -> Reply:
             return task.answer or ""
 
-        return lookup_oracle(self._book, solve, name="ifeval-oracle")
+        return self.task_oracle(solve, name="ifeval-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "", name="ifeval-null")

@@ -39,9 +39,9 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
+from verigym.envs._collection import choice_arg, int_arg
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.graders.instructions import check_instruction, instructions_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
@@ -284,7 +284,7 @@ def compose(task: Task) -> str:
     return text
 
 
-class InstructionsEnv(SingleTurnEnv):
+class InstructionsEnv(ProceduralEnv, SingleTurnEnv):
     """Writing prompts with 1-4 IFEval-style constraints, checked in strict or loose mode."""
 
     name = "instructions"
@@ -315,9 +315,8 @@ class InstructionsEnv(SingleTurnEnv):
             ),
             system_prompt=system_prompt,
         )
-        self._book = TaskBook()
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
         chosen: list[str] = []
         for iid in rng.sample(INSTRUCTION_TYPES, len(INSTRUCTION_TYPES)):
             if len(chosen) == self.level:
@@ -332,19 +331,13 @@ class InstructionsEnv(SingleTurnEnv):
         info = {"instructions": [{"id": i, "kwargs": k} for i, k in todo], "topic": topic}
         return Task(id="", prompt=(Message(role="user", content=text),), info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        made = procedural_tasks(
-            self._generate,
-            self.size if n is None else n,
-            seed=seed,
-            split=split,
-            name=f"instructions-l{self.level}",
-        )
-        return self._book.record(made)
+    @property
+    def task_name(self) -> str:
+        return f"instructions-l{self.level}"
 
     def oracle_policy(self) -> Policy:
         """Writes a response built to satisfy every constraint (see ``compose``)."""
-        return lookup_oracle(self._book, lambda task, _: compose(task), name="instructions-oracle")
+        return self.task_oracle(lambda task, _: compose(task), name="instructions-oracle")
 
     def null_policy(self) -> Policy:
         """Answers nothing."""

@@ -33,9 +33,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.graders.schema import fields_grader, schema_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
@@ -224,7 +224,7 @@ def make_entity(rng: random.Random, kind: str, level: int) -> tuple[dict[str, An
     return {k: obj[k] for k in keys}, " ".join(sentences)
 
 
-class JsonExtractEnv(SingleTurnEnv):
+class JsonExtractEnv(ProceduralEnv, SingleTurnEnv):
     """Extract one entity's fields from a generated text into JSON matching a JSON Schema."""
 
     name = "json_extract"
@@ -238,9 +238,8 @@ class JsonExtractEnv(SingleTurnEnv):
         super().__init__(rubric=rubric, system_prompt=system_prompt)
         self.level = int_arg("json_extract", "level", level, 1, 3)
         self.size = int_arg("json_extract", "size", size, 1, 10**9)
-        self._book = TaskBook()
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
         kind = rng.choice(KINDS)
         expected, text = make_entity(rng, kind, self.level)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **_schema_of(expected)}
@@ -257,21 +256,13 @@ class JsonExtractEnv(SingleTurnEnv):
             info={"schema": schema},
         )
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        made = procedural_tasks(
-            self._generate,
-            self.size if n is None else n,
-            seed=seed,
-            split=split,
-            name=f"json_extract-l{self.level}",
-        )
-        return self._book.record(made)
+    @property
+    def task_name(self) -> str:
+        return f"json_extract-l{self.level}"
 
     def oracle_policy(self) -> Policy:
         """Answers the reference object in a ```json fence."""
-        return lookup_oracle(
-            self._book, lambda task, _: f"```json\n{task.answer}\n```", name="json_extract-oracle"
-        )
+        return self.task_oracle(lambda task, _: f"```json\n{task.answer}\n```", name="json_extract-oracle")
 
     def null_policy(self) -> Policy:
         """Answers prose, no JSON."""

@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from verigym._files import read_jsonl
-from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
+from verigym.envs._collection import choice_arg, int_arg
 from verigym.envs._math_templates import TEMPLATES
-from verigym.envs.datasets import DatasetError, procedural_tasks
+from verigym.envs.datasets import DatasetError
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv
 from verigym.graders.code.sandbox import python_executable, run_sandboxed
@@ -142,7 +143,7 @@ def _topics(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-class MathEnv(ToolEnv):
+class MathEnv(ProceduralEnv, ToolEnv):
     """Word problems with exact answers (or a GSM8K/MATH file) under a single, tool or self-check harness."""
 
     name = "math"
@@ -189,27 +190,25 @@ class MathEnv(ToolEnv):
         )
         self.path = path
         self._file_tasks: list[Task] | None = None
-        self._book = TaskBook()
 
-    def _generate(self, rng: random.Random) -> Task:
+    @property
+    def task_name(self) -> str:
+        return f"math-l{self.level}-{'+'.join(self.topics)}"
+
+    def generate(self, rng: random.Random) -> Task:
         topic = rng.choice(self.topics)
         question, answer = TEMPLATES[topic](rng, self.level)
         return Task(id="", prompt=(Message(role="user", content=f"{question} {FORMAT}"),), answer=answer)
 
     def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
         """Generated tasks (train/test disjoint), or the file's tasks (test split only, file order)."""
-        if self.path is not None:
-            if split != "test":
-                raise DatasetError(f"math: a task file has only the 'test' split, not {split!r}")
-            if self._file_tasks is None:
-                self._file_tasks = load_math_file(self.path)
-            made = self._file_tasks if n is None else self._file_tasks[:n]
-        else:
-            name = f"math-l{self.level}-{'+'.join(self.topics)}"
-            made = procedural_tasks(
-                self._generate, self.size if n is None else n, seed=seed, split=split, name=name
-            )
-        return self._book.record(made)
+        if self.path is None:
+            return super().tasks(n, seed=seed, split=split)
+        if split != "test":
+            raise DatasetError(f"math: a task file has only the 'test' split, not {split!r}")
+        if self._file_tasks is None:
+            self._file_tasks = load_math_file(self.path)
+        return self.hand_out(self._file_tasks if n is None else self._file_tasks[:n])
 
     async def respond(self, trajectory: Trajectory, state: dict[str, Any]) -> list[Message]:
         if self.harness == "self_check":
@@ -235,7 +234,7 @@ class MathEnv(ToolEnv):
                 return f"I checked every step. {boxed}"
             return boxed
 
-        return lookup_oracle(self._book, solve, name="math-oracle")
+        return self.task_oracle(solve, name="math-oracle")
 
     def null_policy(self) -> Policy:
         """Gives no answer."""

@@ -39,7 +39,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs._repo_fix_graders import (
     CHANGELOG,
     behaviour_grader,
@@ -50,7 +50,7 @@ from verigym.envs._repo_fix_graders import (
     user_experience_grader,
 )
 from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv
 from verigym.graders.code.sandbox import python_executable, run_sandboxed
@@ -172,7 +172,7 @@ def write_file(path: str, content: str, state: State) -> str:
     return f"wrote {len(content)} characters to {key}"
 
 
-class RepoFixEnv(ToolEnv):
+class RepoFixEnv(ProceduralEnv, ToolEnv):
     """Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading."""
 
     name = "repo_fix"
@@ -197,7 +197,6 @@ class RepoFixEnv(ToolEnv):
         self.size = int_arg("repo_fix", "size", size, 1, 10**9)
         self.unsafe_no_sandbox = bool(unsafe_no_sandbox)
         self.test_timeout_s = float(test_timeout_s)
-        self._book = TaskBook()
         unit = swe_grader("unit_tests", timeout_s=test_timeout_s, unsafe_no_sandbox=self.unsafe_no_sandbox)
         soft = []
         if graders == "full":
@@ -238,7 +237,7 @@ class RepoFixEnv(ToolEnv):
         lines += [f"FAILED {k}: {msg}" for k, (_, msg) in sorted(bad.items())]
         return "\n".join(lines)
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
         modules = sorted(rng.sample(sorted(MODULES), 1 if self.level == 1 else 2))
         chosen = {m: sorted(rng.sample(MODULES[m], 3)) for m in modules}
         bug_module = rng.choice(modules)
@@ -300,10 +299,9 @@ class RepoFixEnv(ToolEnv):
         }
         return Task(id="", prompt=(Message(role="user", content=text),), answer=None, info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        count = self.size if n is None else n
-        name = f"repo_fix-l{self.level}"
-        return self._book.record(procedural_tasks(self._generate, count, seed=seed, split=split, name=name))
+    @property
+    def task_name(self) -> str:
+        return f"repo_fix-l{self.level}"
 
     def oracle_policy(self) -> Policy:
         """Follows the user's steps: test, read, fix, test again, changelog, summary; notes each step."""
@@ -328,7 +326,7 @@ class RepoFixEnv(ToolEnv):
                 return note, [ToolCall(id=f"call-{step}", name=name, arguments=json.dumps(args))]
             return f"I fixed `{func}` in {path}; the tests pass and {CHANGELOG} has an entry for it."
 
-        return lookup_oracle(self._book, solve, name="repo_fix-oracle")
+        return self.task_oracle(solve, name="repo_fix-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "I cannot fix this.", name="repo_fix-null")

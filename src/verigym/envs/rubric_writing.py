@@ -33,9 +33,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.graders.format import strip_think
 from verigym.graders.judge import judge_grader, quoted_phrase_verdict
@@ -71,7 +71,7 @@ def length_ok(task: Task, trajectory: Trajectory) -> Grade:
     return Grade(score=float(10 <= words <= limit), detail=f"{words} words (limit {limit})")
 
 
-class RubricWritingEnv(SingleTurnEnv):
+class RubricWritingEnv(ProceduralEnv, SingleTurnEnv):
     """Open-ended writing graded by a rubric judge (any Policy as the judge)."""
 
     name = "rubric_writing"
@@ -106,7 +106,6 @@ class RubricWritingEnv(SingleTurnEnv):
             self._owns_judge = True
         self.judge: Policy = judge if judge is not None else offline_judge()
         self.judge_is_stand_in = judge is None
-        self._book = TaskBook()
         rubric = Rubric(
             [
                 judge_grader(self.judge, weight=0.9, name="judge"),
@@ -121,7 +120,7 @@ class RubricWritingEnv(SingleTurnEnv):
         if self._owns_judge and close is not None:
             await close()
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
         kind = rng.choice(_KINDS)
         subject = f"{rng.choice(_NAMES)} {rng.choice(_THINGS)}"
         price = f"${rng.randint(12, 499)}"
@@ -155,10 +154,9 @@ class RubricWritingEnv(SingleTurnEnv):
         info = {"rubric": criteria, "word_limit": limit, "kind": kind}
         return Task(id="", prompt=(Message(role="user", content=text),), info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        count = self.size if n is None else n
-        name = f"rubric_writing-l{self.level}"
-        return self._book.record(procedural_tasks(self._generate, count, seed=seed, split=split, name=name))
+    @property
+    def task_name(self) -> str:
+        return f"rubric_writing-l{self.level}"
 
     def oracle_policy(self) -> Policy:
         """Writes one sentence per required detail, quoting none of the banned words."""
@@ -172,7 +170,7 @@ class RubricWritingEnv(SingleTurnEnv):
             lines.append("Thank you for reading, and we hope to see you soon.")
             return " ".join(lines)
 
-        return lookup_oracle(self._book, solve, name="rubric_writing-oracle")
+        return self.task_oracle(solve, name="rubric_writing-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "", name="rubric_writing-null")

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs._collection import int_arg
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.tool import ToolEnv
 from verigym.graders.format import extract_answer_line, strip_think
 from verigym.policies.base import Policy
@@ -185,7 +185,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class SearchEnv(ToolEnv):
+class SearchEnv(ProceduralEnv, ToolEnv):
     """Multi-hop questions over a generated knowledge base behind search/open tools."""
 
     name = "search"
@@ -206,7 +206,6 @@ class SearchEnv(ToolEnv):
         self.kb_size = int_arg("search", "kb_size", kb_size, 6, 100_000)
         self.size = int_arg("search", "size", size, 1, 10**9)
         self._kb: KnowledgeBase | None = None
-        self._book = TaskBook()
         tools = [
             Tool.from_function(self._search, name="search"),
             Tool.from_function(self._open, name="open"),
@@ -241,7 +240,7 @@ class SearchEnv(ToolEnv):
         """
         return self.kb.page(entity_id)
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
         kb = self.kb
         for _ in range(200):
             start = rng.choice(kb.by_kind("person"))
@@ -268,10 +267,9 @@ class SearchEnv(ToolEnv):
         info: dict[str, Any] = {"path": path, "hops": self.level}
         return Task(id="", prompt=(Message(role="user", content=text),), answer=answer, info=info)
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        count = self.size if n is None else n
-        name = f"search-h{self.level}-kb{self.kb_seed}x{self.kb_size}"
-        return self._book.record(procedural_tasks(self._generate, count, seed=seed, split=split, name=name))
+    @property
+    def task_name(self) -> str:
+        return f"search-h{self.level}-kb{self.kb_seed}x{self.kb_size}"
 
     def oracle_policy(self) -> Policy:
         """Opens each entity of the hidden path in turn, then answers the reference."""
@@ -286,7 +284,7 @@ class SearchEnv(ToolEnv):
                 return "", [call]
             return f"Following the pages, the answer is found.\nAnswer: {task.answer}"
 
-        return lookup_oracle(self._book, solve, name="search-oracle")
+        return self.task_oracle(solve, name="search-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "I don't know.", name="search-null")

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from verigym._files import read_jsonl
-from verigym.envs._collection import TaskBook, choice_arg, int_arg, lookup_oracle
+from verigym.envs._collection import choice_arg, int_arg
 from verigym.envs._repo_fix_graders import patch_grader
 from verigym.envs._swe_docker import docker_status, grade_in_docker
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
+from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
 from verigym.graders.swe import PatchError, apply_patch, is_test_path, swe_grader
 from verigym.policies.base import Policy
@@ -177,7 +178,7 @@ def _docker_grader(image: str | None, timeout_s: float) -> Grader:
     return Grader(grade, name="resolved", timeout=None)
 
 
-class SweInstancesEnv(SingleTurnEnv):
+class SweInstancesEnv(HandsOutTasks, SingleTurnEnv):
     """SWE-bench-format instances with local repositories; a diff graded by FAIL_TO_PASS/PASS_TO_PASS."""
 
     name = "swe_instances"
@@ -216,7 +217,6 @@ class SweInstancesEnv(SingleTurnEnv):
         rubric = Rubric([grader, patch], gates={patch.name: [grader.name]})
         super().__init__(rubric=rubric, system_prompt=system_prompt)
         self._tasks: list[Task] | None = None
-        self._book = TaskBook()
 
     def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
         if split != "test":
@@ -224,14 +224,14 @@ class SweInstancesEnv(SingleTurnEnv):
         if self._tasks is None:
             self._tasks = load_instances(self._path, self._repos, self.max_prompt_chars)
         out = self._tasks if n is None else self._tasks[:n]
-        return self._book.record(out)
+        return self.hand_out(out)
 
     def oracle_policy(self) -> Policy | None:
         """Answers the gold ``patch`` (None when an instance has none)."""
         tasks = self.tasks()
         if not tasks or any(t.answer is None for t in tasks):
             return None
-        return lookup_oracle(self._book, lambda task, messages: task.answer or "", name="swe-oracle")
+        return self.task_oracle(lambda task, messages: task.answer or "", name="swe-oracle")
 
     def null_policy(self) -> Policy:
         return ScriptedPolicy(lambda messages: "I could not find the bug.", name="swe-null")

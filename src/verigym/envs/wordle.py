@@ -40,9 +40,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verigym.envs._collection import TaskBook, int_arg, lookup_oracle
+from verigym.envs._collection import int_arg
 from verigym.envs.base import MultiTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.graders.format import strip_think
 from verigym.policies.base import Policy
@@ -130,7 +130,7 @@ def _partial(task: Task, trajectory: Trajectory) -> float:
     return max((m.count("G") / 5 for m in marks if m), default=0.0)
 
 
-class WordleEnv(MultiTurnEnv):
+class WordleEnv(ProceduralEnv, MultiTurnEnv):
     """Multi-turn Wordle with G/Y/X feedback; reward for solving and for fewer guesses."""
 
     name = "wordle"
@@ -162,7 +162,7 @@ class WordleEnv(MultiTurnEnv):
             ]
         )
         super().__init__(rubric=rubric, system_prompt=system_prompt, max_turns=self.max_guesses)
-        self._book = TaskBook()
+        self._secret_words: list[str] | None = None
 
     def _secrets(self) -> list[str]:
         words = list(load_words())
@@ -170,28 +170,24 @@ class WordleEnv(MultiTurnEnv):
             words = [w for w in words if len(set(w)) < 5 or set(w) & _RARE]
         return words
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        """``n`` games (default ``size``); test and train games never share a secret."""
-        secrets = self._secrets()
+    @property
+    def task_name(self) -> str:
+        return f"wordle-l{self.level}g{self.max_guesses}{'h' if self.hard_mode else ''}"
+
+    def generate(self, rng: random.Random) -> Task:
+        """One game; test and train games never share a secret (``split_key``)."""
+        if self._secret_words is None:
+            self._secret_words = self._secrets()
+        secret = rng.choice(self._secret_words)
         rules = "Hard mode: every guess must use all the hints revealed so far. " if self.hard_mode else ""
-
-        def generate(rng: random.Random) -> Task:
-            secret = rng.choice(secrets)
-            text = (
-                f"Wordle game {rng.getrandbits(32):08x}. Guess the secret five-letter word in at most "
-                f"{self.max_guesses} guesses. {rules}Write your first guess as <guess>word</guess>."
-            )
-            return Task(id="", prompt=(Message(role="user", content=text),), info={"secret": secret})
-
-        made = procedural_tasks(
-            generate,
-            self.size if n is None else n,
-            seed=seed,
-            split=split,
-            name=f"wordle-l{self.level}g{self.max_guesses}{'h' if self.hard_mode else ''}",
-            key=lambda t: str(t.info["secret"]),
+        text = (
+            f"Wordle game {rng.getrandbits(32):08x}. Guess the secret five-letter word in at most "
+            f"{self.max_guesses} guesses. {rules}Write your first guess as <guess>word</guess>."
         )
-        return self._book.record(made)
+        return Task(id="", prompt=(Message(role="user", content=text),), info={"secret": secret})
+
+    def split_key(self, task: Task) -> str:
+        return str(task.info["secret"])
 
     def setup_state(self, task: Task) -> dict[str, Any]:
         return {"secret": task.info["secret"], "guesses": [], "feedback": [], "invalid": 0, "solved": False}
@@ -232,9 +228,7 @@ class WordleEnv(MultiTurnEnv):
 
     def oracle_policy(self) -> Policy:
         """Guesses the secret (from ``Task.info``) on the first turn."""
-        return lookup_oracle(
-            self._book, lambda task, _: f"<guess>{task.info['secret']}</guess>", name="wordle-oracle"
-        )
+        return self.task_oracle(lambda task, _: f"<guess>{task.info['secret']}</guess>", name="wordle-oracle")
 
     def null_policy(self) -> Policy:
         """Never makes a guess."""
