@@ -23,8 +23,8 @@ from verigym.policies.tiny import build_model, build_tokenizer
 from verigym.train._produce import EnvSlot, Producer
 from verigym.train.config import ConfigError, build_config
 from verigym.train.exploration import guided, parameter_noise, policy_rewrite, rule_rewrite
+from verigym.train.group_filters import DifficultyTracker
 from verigym.train.rewards import assign_advantages
-from verigym.train.sampling import DifficultyTracker
 from verigym.types import Completion, Message, Sampling, Task
 
 torch.set_num_threads(1)

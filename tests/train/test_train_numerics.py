@@ -14,7 +14,8 @@ import torch
 
 from verigym.train import advantages as adv
 from verigym.train import losses as L
-from verigym.train.sampling import DifficultyTracker, has_signal, lead_length_rewards, token_cost
+from verigym.train.group_filters import DifficultyTracker, has_signal
+from verigym.train.shaping import lead_length_rewards, token_cost
 
 torch.set_num_threads(1)
 

@@ -204,7 +204,7 @@ def test_env_mix_follows_weight_schedule_and_difficulty_filter() -> None:
     from verigym.envs.arithmetic import ArithmeticEnv
     from verigym.policies.scripted import ScriptedPolicy
     from verigym.train._produce import EnvSlot, Producer
-    from verigym.train.sampling import DifficultyTracker
+    from verigym.train.group_filters import DifficultyTracker
 
     a, b = ArithmeticEnv(level=1, size=50), ArithmeticEnv(level=2, size=50)
     cfg = build_config({"rl": {"groups_per_step": 8}})
@@ -231,7 +231,7 @@ def test_errored_samples_are_dropped_not_zeroed_and_flat_groups_are_dropped() ->
     from verigym.policies.local import LocalPolicy
     from verigym.rubric import Grader, Rubric
     from verigym.train._produce import EnvSlot, Producer
-    from verigym.train.sampling import DifficultyTracker
+    from verigym.train.group_filters import DifficultyTracker
 
     def flaky(task: object, traj: Trajectory) -> float:
         if len(traj.completions[0].completion_token_ids or ()) % 2:

@@ -3,8 +3,10 @@
 - ``config``: the TOML config, presets (grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo,
   opd).
 - ``distill``: on-policy distillation (a teacher scores the student's samples; ``[rl.distill]``).
-- ``advantages`` / ``losses`` / ``sampling``: the pure numerics (advantage estimators, policy losses and
-  aggregations, KL, entropy control, Clip-Cov/KL-Cov, dynamic sampling, shaping).
+- ``advantages`` / ``losses`` / ``shaping``: the pure numerics (advantage estimators, policy losses and
+  aggregations, KL, entropy control, Clip-Cov/KL-Cov, length shaping of rewards).
+- ``group_filters``: which groups a batch keeps (dynamic sampling) and which tasks it samples
+  (``DifficultyTracker``); ``sampling`` is their old path (until 0.3).
 - ``samples``: token ids + loss mask + sampling logprobs of a trajectory (token in, token out).
 - ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
 - ``optim``: the one AdamW and learning-rate schedule that SFT, RL and FSDP build.

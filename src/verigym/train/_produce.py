@@ -25,9 +25,9 @@ from verigym.runner import Scored, rollout_group
 from verigym.train import exploration as X
 from verigym.train.config import ConfigError, TrainConfig, schedule_value
 from verigym.train.distill import teaches
+from verigym.train.group_filters import DifficultyTracker, has_signal
 from verigym.train.rewards import Group, Sample, StepBatch
 from verigym.train.samples import NotTrainable, trajectory_sequences
-from verigym.train.sampling import DifficultyTracker, has_signal
 from verigym.types import Sampling, Task
 
 __all__ = ["EnvSlot", "Producer", "derive_seed"]

@@ -4,7 +4,8 @@ pydantic, with named RL presets and ``section.key=value`` overrides.
 Unknown keys are errors naming the key. An ``[rl]`` table's ``preset`` supplies defaults; keys
 written in the file override the preset, and overrides (CLI flags) override both.
 
-Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``sampling.py``):
+Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``shaping.py`` /
+``group_filters.py``):
 ``grpo`` (DeepSeekMath: group std, seq-mean-token-mean, β=0.04), ``dr_grpo`` (no std, constant
 normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft overlong, no KL),
 ``opo`` (length-weighted baseline, exact on-policy), ``skywork`` (adaptive entropy), ``lead``

@@ -20,7 +20,7 @@ from verigym.train import advantages as A
 from verigym.train import ranking as R
 from verigym.train.config import TrainConfig, schedule_value
 from verigym.train.samples import Row
-from verigym.train.sampling import lead_length_rewards, soft_overlong, token_cost
+from verigym.train.shaping import lead_length_rewards, soft_overlong, token_cost
 from verigym.types import Task
 
 __all__ = ["Group", "Sample", "StepBatch", "assign_advantages"]

@@ -35,10 +35,10 @@ from verigym.train._rewards import StepBatch, assign_advantages
 from verigym.train._update import UpdateState, policy_update
 from verigym.train.config import ConfigError, EnvConfig, TrainConfig
 from verigym.train.distill import Distiller
+from verigym.train.group_filters import DifficultyTracker
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
-from verigym.train.sampling import DifficultyTracker
 from verigym.types import Sampling, Task
 
 __all__ = ["RUN_CONFIG", "Progress", "RLTrainer", "load_envs", "make_scheduler", "run_config_path"]
