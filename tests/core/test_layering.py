@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -94,6 +95,25 @@ def import_graph(root: Path, package: str = "verigym") -> Graph:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     edges.setdefault(target, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+_DOTTED = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*)?")
+
+
+def string_imports(root: Path, package: str = "verigym") -> Graph:
+    """Modules named by a whole string constant (``"pkg.envs.x"`` or ``"pkg.envs.x:Attr"``): an import
+    by name through ``importlib`` or a table is still a dependency, so it obeys the same layers."""
+    modules = _modules(root, package)
+    graph: Graph = {}
+    for name, path in modules.items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                match = _DOTTED.fullmatch(node.value)
+                if match and match["module"] in modules and match["module"] != name:
+                    edges.setdefault(match["module"], node.lineno)
         graph[name] = edges
     return graph
 
@@ -212,6 +232,11 @@ def test_no_module_imports_from_a_higher_layer() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_no_module_names_a_higher_layer_module_in_a_string() -> None:
+    problems = layer_violations(string_imports(ROOT))  # e.g. a table of modules imported by name
+    assert not problems, "\n".join(problems)
+
+
 def test_no_module_imports_another_packages_private_module() -> None:
     problems = private_imports(import_graph(ROOT))
     assert not problems, "\n".join(problems)
@@ -272,6 +297,7 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
             "envs/tool.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .base import X\n",
             "graders/__init__.py": "",
             "graders/math.py": "from pkg import types\n",
+            "graders/bench.py": "TABLE = {'fix': 'pkg.envs.tool', 'doc': 'see pkg.envs.tool'}\n",
             "graders/_rules.py": "",
             "policies/__init__.py": "",
             "policies/_chat.py": "from pkg.graders import _rules\n",  # private to graders
@@ -286,6 +312,9 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
         "pkg.types:2 imports pkg.envs.base (layer 3 'envs' is above layer 1 'types')"
     ]
     assert cycles(graph) == [["pkg.envs.base", "pkg.envs.tool"]]
+    assert layer_violations(string_imports(pkg, "pkg")) == [
+        "pkg.graders.bench:1 imports pkg.envs.tool (layer 3 'envs' is above layer 2 'graders')"
+    ]
     assert cycles(package_graph(graph)) == []
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert private_imports(graph) == [

@@ -8,14 +8,18 @@ under their original paths.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
-from verigym.graders.bench import FAMILIES, load_family
+from verigym.envs.registry import load_grader_family
+from verigym.graders import bench
+from verigym.graders.bench import load_family
+from verigym.graders.families import find_family, grader_families
 
 DOCUMENTED: dict[str, list[str]] = {
     "verigym.graders.math": [
-        "DEFAULT_TIMEOUT", "MODES", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
+        "BENCH", "DEFAULT_TIMEOUT", "MODES", "SUITE_FIELDS", "MathVerdict", "bench_verdict", "bench_warmup",
         "check_equivalent", "clear_caches", "extract_answer", "math_grader", "parse_mode",
     ],
     "verigym.graders.code.patch": ["PatchError", "apply_patch", "changed_paths"],
@@ -25,7 +29,7 @@ DOCUMENTED: dict[str, list[str]] = {
         "required_outputs_grader", "schema_grader", "swe_grader", "token_cost_grader", "toolcall_grader",
     ],
     "verigym.graders.code": [
-        "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",
+        "BENCH", "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",
         "code_grader", "compare_output", "entry_points", "extract_code", "run_function_tests", "run_io_tests",
     ],
     "verigym.graders.sandbox": [
@@ -33,41 +37,41 @@ DOCUMENTED: dict[str, list[str]] = {
         "random_uid", "run_sandboxed", "site_packages",
     ],
     "verigym.graders.swe": [
-        "PROTECTED_PATTERNS", "TEST_PATTERNS", "PatchError", "SweResult", "apply_patch", "bench_verdict",
+        "BENCH", "PROTECTED_PATTERNS", "TEST_PATTERNS", "PatchError", "SweResult", "apply_patch", "bench_verdict",
         "framework_refs", "grade_repo", "is_protected", "is_test_path", "swe_grader",
     ],
     "verigym.graders.instructions": [
-        "CHECKER_KINDS", "INSTRUCTIONS", "OFFICIAL_CHECKERS", "SUPPORTED_LANGUAGES", "Checker",
+        "BENCH", "CHECKER_KINDS", "INSTRUCTIONS", "OFFICIAL_CHECKERS", "SUPPORTED_LANGUAGES", "Checker",
         "CheckerKind", "InstructionResult", "bench_verdict", "check_instruction", "check_instructions",
         "check_official", "detect_language", "instructions_from_info", "instructions_grader",
         "loose_variants", "official_loose_variants",
     ],
     "verigym.graders.judge": [
-        "JUDGE_SYSTEM", "JUDGE_TEMPLATE", "Criterion", "JudgeAgreement", "JudgeCache", "JudgeError",
+        "BENCH", "JUDGE_SYSTEM", "JUDGE_TEMPLATE", "Criterion", "JudgeAgreement", "JudgeCache", "JudgeError",
         "RubricNode", "Verdict", "bench_verdict", "evaluate_judge", "judge_agreement", "judge_criteria",
         "judge_grader", "judge_messages", "parse_rubric", "parse_verdict", "quoted_phrase_verdict",
         "score_node",
     ],
     "verigym.graders.schema": [
-        "Format", "ParseError", "bench_verdict", "fields_grader", "fields_score", "parse_structured",
+        "BENCH", "Format", "ParseError", "bench_verdict", "fields_grader", "fields_score", "parse_structured",
         "required_paths", "schema_grader", "schema_score",
     ],
     "verigym.graders.toolcall": [
-        "STRING_MODES", "Call", "MatchResult", "bench_verdict", "bfcl_string", "calls_from_trajectory",
+        "BENCH", "STRING_MODES", "Call", "MatchResult", "bench_verdict", "bfcl_string", "calls_from_trajectory",
         "check_type", "contains_output",
         "final_state_grader", "match_any", "match_call", "match_calls", "replay_actions",
         "required_outputs_grader", "state_hash", "toolcall_grader",
     ],
     "verigym.graders.format": [
-        "SUITE_FIELDS", "XMLParser", "bench_verdict", "extract_all_boxed", "extract_answer_line",
+        "BENCH", "SUITE_FIELDS", "XMLParser", "bench_verdict", "extract_all_boxed", "extract_answer_line",
         "extract_boxed", "extract_xml", "format_errors", "format_grader", "strip_think",
     ],
     "verigym.graders.length": [
-        "bench_verdict", "completion_lengths", "max_length_grader", "overlong_grader",
+        "BENCH", "bench_verdict", "completion_lengths", "max_length_grader", "overlong_grader",
         "soft_overlong_penalties", "soft_overlong_penalty", "token_cost_grader", "token_cost_penalty",
     ],
     "verigym.graders.hacking": [
-        "DETECTORS", "any_hacking", "bench_verdict", "cheat_judge", "copied_answer", "deleted_tests",
+        "BENCH", "DETECTORS", "any_hacking", "bench_verdict", "cheat_judge", "copied_answer", "deleted_tests",
         "hacking_penalty", "hedged_answer", "network_attempts", "protected_edits",
     ],
     "verigym.graders.bench": [
@@ -91,6 +95,19 @@ def test_sandbox_and_swe_keep_their_paths() -> None:
     assert swe.swe_grader is code.swe.swe_grader and swe.bench_verdict is code.swe.bench_verdict
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", sorted(grader_families()))
 def test_every_bench_family_loads(family: str) -> None:
-    assert callable(load_family(family).verdict)
+    found = load_family(family)
+    assert callable(found.verdict) and found.name == family
+    assert find_family(found.source) == found  # how a bench child process finds it again
+
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
+
+
+def test_every_suite_belongs_to_one_declared_family() -> None:
+    families = [*grader_families().values(), load_grader_family("repo_fix")]  # repo_fix: the env's own
+    declared = [suite for family in families for suite in family.suites]
+    assert sorted(declared) == sorted(p.name for p in SUITES.glob("*.jsonl"))
+    assert sorted(bench.FAMILIES) == sorted(grader_families())  # the old table, kept until verigym 0.3
+    assert load_family("repo_fix").source == "verigym.envs.repo_fix"  # registered by load_grader_family

@@ -30,8 +30,8 @@ def verifier_bench(
         typer.Option(
             "--grader",
             "-g",
-            help="Grader family: math, code, toolcall, instructions, schema, judge, format, length, "
-            "hacking (or a dotted module path exposing bench_verdict).",
+            help="Grader family: math, code, swe, toolcall, instructions, schema, judge, format, length, "
+            "hacking, or an environment's own (repo_fix); or a dotted module path declaring one.",
         ),
     ],
     suite: Annotated[
@@ -64,11 +64,13 @@ def verifier_bench(
     ] = 1,
 ) -> None:
     """Measure a grader family on a labeled suite: FP rate, FN rate, accuracy, errors, checks/s."""
-    from verigym.graders.bench import BenchError, load_family, run_bench
+    from verigym.envs.registry import EnvError, load_grader_family
+    from verigym.graders.bench import BenchError, run_bench
+    from verigym.graders.families import UnknownFamilyError
     from verigym.graders.sandbox import SandboxUnavailable
 
     try:
-        load_family(grader)  # an unknown or broken family fails here, in one line
+        load_grader_family(grader)  # an unknown or broken family fails here, in one line
         if mode is not None and grader == "math":
             from verigym.graders.math import parse_mode
 
@@ -92,7 +94,7 @@ def verifier_bench(
                     jobs=jobs,
                     progress=lambda d, t: bar.update(task, completed=d, total=t),
                 )
-    except (BenchError, ValueError, SandboxUnavailable) as exc:
+    except (BenchError, UnknownFamilyError, EnvError, ValueError, SandboxUnavailable) as exc:
         fail(str(exc))
     if as_json:
         typer.echo(json.dumps(result.to_json()))

@@ -1,4 +1,9 @@
-"""verifier-bench hook for the ``repo_fix`` grader stack: replay a labeled episode, grade it.
+"""The ``repo_fix`` grader family's verdict: its grader stack measured by replaying labeled episodes.
+
+It needs the environment (tools, sandboxed visible tests), so it lives here, not in
+``verigym.graders``: ``envs.repo_fix`` declares the family (``RepoFixEnv.grader_family``) with a
+verdict that builds the env and calls ``replay_verdict(env, line)``, found by
+``envs.registry.load_grader_family("repo_fix")``.
 
 ``verigym verifier-bench --grader repo_fix --suite tests/suites/repo_fix_graders.jsonl``
 
@@ -23,9 +28,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from verigym.envs._repo_fix_graders import fixed_function
+from verigym.envs.tool import ToolEnv
+from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, Sampling, ToolCall
 
-__all__ = ["SUITE_FIELDS", "bench_verdict"]
+__all__ = ["SUITE_FIELDS", "replay_verdict"]
 
 SUITE_FIELDS = ("grader", "seed", "turns")
 
@@ -60,12 +67,8 @@ def _expand(value: Any, macros: Mapping[str, str], text: Mapping[str, str]) -> A
     return value
 
 
-def bench_verdict(line: Mapping[str, Any]) -> bool:
-    """True (accepted) when the line's grader scores its replayed episode 1."""
-    from verigym.envs.repo_fix import RepoFixEnv
-    from verigym.policies.scripted import ScriptedPolicy
-
-    env = RepoFixEnv(level=int(line.get("level", 1)), tool_variant=line.get("tool_variant"))
+def replay_verdict(env: ToolEnv, line: Mapping[str, Any]) -> bool:
+    """True (accepted) when the line's grader scores its episode, replayed in ``env``, 1."""
     task = env.tasks(1, seed=int(line["seed"]))[0]
     macros = _macros(task.info)
     text = {"func": fixed_function(task.info)[1], "path": macros["@bug"]}

@@ -18,11 +18,14 @@ import contextvars
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from verigym.policies.base import Policy, PolicyError
 from verigym.rubric import Rubric
 from verigym.types import Completion, ErrorInfo, Message, Sampling, Task, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from verigym.graders.families import GraderFamily
 
 __all__ = ["Environment", "MultiTurnEnv", "SingleTurnEnv", "episode_task"]
 
@@ -45,6 +48,9 @@ class Environment(ABC):
     description: str = ""
     # arguments a real (pretrained) model gets unless the user set them: the defaults suit the tiny model
     real_model_args: ClassVar[dict[str, Any]] = {}
+    # a grader family of the env's own graders that verifier-bench measures through the env
+    # (``verigym verifier-bench --grader NAME``; ``envs.registry.load_grader_family``)
+    grader_family: ClassVar[GraderFamily | None] = None
 
     def __init__(self, *, rubric: Rubric | None = None, system_prompt: str | None = None) -> None:
         self.rubric = rubric if rubric is not None else Rubric()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
+    from verigym.graders.families import GraderFamily
 
 __all__ = [
     "EnvArgError",
@@ -39,6 +40,7 @@ __all__ = [
     "env_arguments",
     "list_envs",
     "load_env",
+    "load_grader_family",
     "register_env",
 ]
 
@@ -293,3 +295,20 @@ def load_env(name: str, **kwargs: Any) -> Environment:
     if not isinstance(env, Environment):
         raise EnvError(f"environment {name!r}: factory returned {type(env).__name__}, not an Environment")
     return env
+
+
+def load_grader_family(name: str) -> GraderFamily:
+    """The grader family ``name``: one of ``verigym.graders`` (``graders.families.find_family``), or
+    the ``grader_family`` the environment called ``name`` declares (``repo_fix``: its grader stack,
+    measured through the environment), registered so ``graders.bench.run_bench(name)`` finds it."""
+    from verigym.graders.families import UnknownFamilyError, find_family, register_family
+
+    try:
+        return find_family(name)
+    except UnknownFamilyError as exc:
+        if name not in list_envs():
+            raise
+        family = getattr(_resolve(name), "grader_family", None)
+        if family is None:
+            raise UnknownFamilyError(f"{exc}; environment {name!r} declares no grader_family") from None
+    return register_family(family)

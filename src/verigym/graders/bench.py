@@ -2,13 +2,11 @@
 
 A suite is a JSONL file; each line has an ``id`` and a label, either ``label: bool`` (True: the
 grader should accept) or ``expect: "pass" | "fail"``, plus the family's own fields (math:
-``gold``, ``pred``, optional ``mode``). Families are modules that expose
-``bench_verdict(line: dict) -> bool`` (True = accept), raising on an infrastructure error, and
-optionally ``SUITE_FIELDS`` (required keys), ``check_suite_line(line)`` (raises ``ValueError`` for a
-malformed line, reported with file:line before anything runs) and ``bench_warmup()`` or
-``bench_warmup(jobs)`` (run once
-before timing).
-Modules are imported only when used, so a family that is not built yet fails with one line.
+``gold``, ``pred``, optional ``mode``). A family is a ``families.GraderFamily`` that its own module
+declares (``BENCH``): its verdict ``(line) -> bool`` (True = accept), raising on an infrastructure
+error, its required keys, an optional line check (raises ``ValueError`` for a malformed line,
+reported with file:line before anything runs) and an optional warm-up run once before timing.
+``load_family`` finds it by name (``families.find_family``); this module names none.
 
 Rates: FP rate = wrong answers accepted / all wrong answers; FN rate = right answers not accepted
 / all right answers. An errored check never counts in the grader's favour: it is reported in
@@ -18,7 +16,6 @@ Rates: FP rate = wrong answers accepted / all wrong answers; FN rate = right ans
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
 import multiprocessing
@@ -30,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verigym.graders.families import GraderFamily, UnknownFamilyError, find_family, grader_families
+
 __all__ = [
-    "FAMILIES",
+    "FAMILIES",  # noqa: F822 (module __getattr__; kept until verigym 0.3)
     "BenchError",
     "BenchResult",
     "LineOutcome",
@@ -40,52 +39,26 @@ __all__ = [
     "run_bench",
 ]
 
-FAMILIES: dict[str, str] = {
-    "math": "verigym.graders.math",
-    "code": "verigym.graders.code",
-    "swe": "verigym.graders.code.swe",
-    "hacking": "verigym.graders.hacking",
-    "toolcall": "verigym.graders.toolcall",
-    "instructions": "verigym.graders.instructions",
-    "schema": "verigym.graders.schema",
-    "judge": "verigym.graders.judge",
-    "format": "verigym.graders.format",
-    "length": "verigym.graders.length",
-    "repo_fix": "verigym.envs._repo_fix_bench",  # the repo_fix grader stack, episodes replayed
-}
-
 
 class BenchError(ValueError):
     """Bad input: an unknown family, a family without ``bench_verdict``, a malformed suite."""
 
 
-@dataclass(frozen=True)
-class Family:
-    name: str
-    verdict: Callable[[dict[str, Any]], bool]
-    fields: tuple[str, ...] = ()
-    warmup: Callable[..., Any] | None = None
-    check_line: Callable[[dict[str, Any]], None] | None = None
+Family = GraderFamily  # the name run_bench's signature has always used
 
 
 def load_family(name: str) -> Family:
-    """Import the family module for ``name`` (a known family or a dotted module path)."""
-    module_path = FAMILIES.get(name) or (name if "." in name else None)
-    if module_path is None:
-        raise BenchError(f"unknown grader family {name!r}; known: {', '.join(sorted(FAMILIES))}")
+    """The grader family ``name`` (a family's name, or a dotted module path that declares one)."""
     try:
-        module = importlib.import_module(module_path)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_path.startswith(exc.name):
-            raise BenchError(f"grader family {name!r} is not available (no module {module_path})") from exc
-        raise
-    fn = getattr(module, "bench_verdict", None)
-    if not callable(fn):
-        raise BenchError(f"grader family {name!r}: {module_path} has no bench_verdict(line) function yet")
-    fields = tuple(getattr(module, "SUITE_FIELDS", ()))
-    warm = getattr(module, "bench_warmup", None)
-    check = getattr(module, "check_suite_line", None)
-    return Family(name, fn, fields, warm if callable(warm) else None, check if callable(check) else None)
+        return find_family(name)
+    except UnknownFamilyError as exc:
+        raise BenchError(str(exc)) from None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FAMILIES":  # kept until verigym 0.3: families declare themselves (graders.families)
+        return {family.name: family.source for family in grader_families().values()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _label(obj: dict[str, Any], where: str) -> bool:
@@ -250,7 +223,7 @@ def run_bench(
     """
     if jobs < 1:
         raise BenchError(f"jobs must be at least 1, got {jobs}")
-    fam = family if isinstance(family, Family) else load_family(family)
+    fam = family if isinstance(family, GraderFamily) else load_family(family)
     lines = load_suite(suite, fam.fields, fam.check_line)
     in_processes = jobs > 1 and isinstance(family, str)
     if not in_processes:
@@ -269,7 +242,8 @@ def run_bench(
     if in_processes:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs threads
         ready = ctx.Barrier(jobs + 1)
-        with ctx.Pool(jobs, initializer=_start_child, initargs=(str(family), ready)) as children:
+        source = fam.source or str(family)  # the module that declares it: found again in the child
+        with ctx.Pool(jobs, initializer=_start_child, initargs=(source, ready)) as children:
             try:  # every child has imported and warmed its family: the clock starts now
                 ready.wait(timeout=_CHILD_START_S)
             except threading.BrokenBarrierError:

@@ -24,10 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from verigym.graders.families import GraderFamily
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "SUITE_FIELDS",
     "XMLParser",
     "bench_verdict",
@@ -292,3 +294,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
         bool(line.get("ordered", True)),
         bool(line.get("boxed")),
     )
+
+
+BENCH = GraderFamily("format", bench_verdict, suites=("format.jsonl",), fields=SUITE_FIELDS)

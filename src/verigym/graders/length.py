@@ -34,10 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from verigym.graders.families import GraderFamily
 from verigym.rubric import Grader
 from verigym.types import Completion, Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "bench_verdict",
     "completion_lengths",
     "max_length_grader",
@@ -192,3 +194,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
             f"length suite line {line.get('id')!r}: computed {value}, expected {line['expected']}"
         )
     return accepted
+
+
+BENCH = GraderFamily("length", bench_verdict, suites=("length.jsonl",))

@@ -1,6 +1,7 @@
 """Swe-style repository grading: lives in :mod:`verigym.graders.code.swe` (the code family); this public path stays."""
 
 from verigym.graders.code.swe import (
+    BENCH,
     PROTECTED_PATTERNS,
     TEST_PATTERNS,
     PatchError,
@@ -15,6 +16,7 @@ from verigym.graders.code.swe import (
 )
 
 __all__ = [
+    "BENCH",
     "PROTECTED_PATTERNS",
     "TEST_PATTERNS",
     "PatchError",

@@ -25,32 +25,8 @@ log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker p
 (unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_grader`` (re-exported here).
 """
 
-from verigym.graders.code._grader import (
-    CaseResult,
-    CodeResult,
-    TaskTestsError,
-    bench_verdict,
-    bench_warmup,
-    check_suite_line,
-    code_grader,
-    compare_output,
-    entry_points,
-    extract_code,
-    run_function_tests,
-    run_io_tests,
-)
+from verigym.graders.code import _grader
+from verigym.graders.code._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
 
-__all__ = [
-    "CaseResult",
-    "CodeResult",
-    "TaskTestsError",
-    "bench_verdict",
-    "bench_warmup",
-    "check_suite_line",
-    "code_grader",
-    "compare_output",
-    "entry_points",
-    "extract_code",
-    "run_function_tests",
-    "run_io_tests",
-]
+__all__ = []
+__all__ += _grader.__all__

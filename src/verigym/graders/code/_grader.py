@@ -56,10 +56,12 @@ from typing import Any
 
 from verigym.graders.code._tests import CandidateFailure, CaseResult, TaskTestsError, evaluate_asserts
 from verigym.graders.code.sandbox import Limits, Sandbox, SandboxUnavailable
+from verigym.graders.families import GraderFamily
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "CaseResult",
     "CodeResult",
     "TaskTestsError",
@@ -444,3 +446,12 @@ def bench_verdict(
         tests_prelude=str(line.get("tests_prelude", "")),
     )
     return result.all_passed
+
+
+BENCH = GraderFamily(
+    "code",
+    bench_verdict,
+    suites=("code.jsonl", "code_hostile.jsonl", "code_adversarial.jsonl"),
+    warmup=bench_warmup,
+    check_line=check_suite_line,
+)

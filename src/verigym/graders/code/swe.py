@@ -46,10 +46,12 @@ from verigym.graders.code._pytest_run import (
 )
 from verigym.graders.code.patch import PatchError, apply_patch, changed_paths
 from verigym.graders.code.sandbox import Limits, Sandbox, SandboxUnavailable, python_executable
+from verigym.graders.families import GraderFamily
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "PROTECTED_PATTERNS",
     "TEST_PATTERNS",
     "PatchError",
@@ -360,3 +362,6 @@ def bench_verdict(line: Mapping[str, Any], *, unsafe_no_sandbox: bool = False) -
     if result.error is not None:
         raise RuntimeError(result.error)
     return result.resolved
+
+
+BENCH = GraderFamily("swe", bench_verdict, suites=("code_swe.jsonl",))

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from verigym.graders.families import GraderFamily
 from verigym.graders.format import strip_think
 from verigym.graders.instructions._checks import CHECKERS, Checker
 from verigym.graders.instructions._lang import SUPPORTED_LANGUAGES, detect_language
@@ -40,6 +41,7 @@ from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "CHECKER_KINDS",
     "INSTRUCTIONS",
     "SUPPORTED_LANGUAGES",
@@ -201,3 +203,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
         str(line["response"]), todo, mode=line.get("mode", "strict"), checker=line.get("checker", "corrected")
     )
     return all(r.followed for r in results)
+
+
+BENCH = GraderFamily("instructions", bench_verdict, suites=("instructions.jsonl",))

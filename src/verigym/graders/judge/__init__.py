@@ -13,44 +13,8 @@ Inside: ``_rubric`` (rubric trees and scoring), ``_eval`` (agreement metrics), `
 (re-exported here).
 """
 
-from verigym.graders.judge._grader import (
-    JUDGE_SYSTEM,
-    JUDGE_TEMPLATE,
-    Criterion,
-    JudgeAgreement,
-    JudgeCache,
-    JudgeError,
-    RubricNode,
-    Verdict,
-    bench_verdict,
-    evaluate_judge,
-    judge_agreement,
-    judge_criteria,
-    judge_grader,
-    judge_messages,
-    parse_rubric,
-    parse_verdict,
-    quoted_phrase_verdict,
-    score_node,
-)
+from verigym.graders.judge import _grader
+from verigym.graders.judge._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
 
-__all__ = [
-    "JUDGE_SYSTEM",
-    "JUDGE_TEMPLATE",
-    "Criterion",
-    "JudgeAgreement",
-    "JudgeCache",
-    "JudgeError",
-    "RubricNode",
-    "Verdict",
-    "bench_verdict",
-    "evaluate_judge",
-    "judge_agreement",
-    "judge_criteria",
-    "judge_grader",
-    "judge_messages",
-    "parse_rubric",
-    "parse_verdict",
-    "quoted_phrase_verdict",
-    "score_node",
-]
+__all__ = []
+__all__ += _grader.__all__

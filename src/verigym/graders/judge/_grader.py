@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verigym.graders.families import GraderFamily
 from verigym.graders.format import strip_think
 from verigym.graders.judge._eval import JudgeAgreement, judge_agreement
 from verigym.graders.judge._rubric import Criterion, RubricNode, parse_rubric, score_node
@@ -42,6 +43,7 @@ from verigym.rubric import Grader
 from verigym.types import Completion, Grade, Message, Sampling, Task, Trajectory, Turn
 
 __all__ = [
+    "BENCH",
     "JUDGE_SYSTEM",
     "JUDGE_TEMPLATE",
     "Criterion",
@@ -385,3 +387,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     if grade.error is not None:
         raise JudgeError(grade.error)
     return grade.score >= float(line.get("threshold", 0.5))
+
+
+BENCH = GraderFamily("judge", bench_verdict, suites=("judge.jsonl",))

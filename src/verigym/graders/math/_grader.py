@@ -44,6 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from verigym.graders.families import GraderFamily
 from verigym.graders.math._extract import extract, strip_math_delims
 from verigym.graders.math._forms import clear_form_caches, demanded, enforce, rounded_reason
 from verigym.graders.math._mode import parse_mode
@@ -58,6 +59,7 @@ from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "DEFAULT_TIMEOUT",
     "SUITE_FIELDS",
     "MathVerdict",
@@ -261,3 +263,8 @@ def bench_verdict(line: dict[str, Any]) -> bool:
 def bench_warmup(jobs: int = 1) -> None:
     """verifier-bench hook: start one worker process per job before the timed run."""
     default_pool().warm(jobs)
+
+
+BENCH = GraderFamily(
+    "math", bench_verdict, suites=("math.jsonl", "math_forms.jsonl"), fields=SUITE_FIELDS, warmup=bench_warmup
+)

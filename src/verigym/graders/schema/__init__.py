@@ -11,26 +11,8 @@ Labeled suite: ``tests/suites/schema.jsonl`` (``verigym verifier-bench --grader 
 Inside: ``_parse`` (the format parsers), ``_grader`` (re-exported here).
 """
 
-from verigym.graders.schema._grader import (
-    Format,
-    ParseError,
-    bench_verdict,
-    fields_grader,
-    fields_score,
-    parse_structured,
-    required_paths,
-    schema_grader,
-    schema_score,
-)
+from verigym.graders.schema import _grader
+from verigym.graders.schema._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
 
-__all__ = [
-    "Format",
-    "ParseError",
-    "bench_verdict",
-    "fields_grader",
-    "fields_score",
-    "parse_structured",
-    "required_paths",
-    "schema_grader",
-    "schema_score",
-]
+__all__ = []
+__all__ += _grader.__all__

@@ -36,12 +36,14 @@ from typing import Any
 
 import jsonschema
 
+from verigym.graders.families import GraderFamily
 from verigym.graders.format import strip_think
 from verigym.graders.schema._parse import Format, ParseError, parse_structured
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
 
 __all__ = [
+    "BENCH",
     "Format",
     "ParseError",
     "bench_verdict",
@@ -281,3 +283,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     if "expected" in line:
         return not fields_score(doc, line["expected"])[2]
     return True
+
+
+BENCH = GraderFamily("schema", bench_verdict, suites=("schema.jsonl",))

@@ -13,40 +13,8 @@ Labeled suite: ``tests/suites/toolcall.jsonl`` (``verigym verifier-bench --grade
 Inside: ``_ast_match`` (call matching and type checks), ``_grader`` (re-exported here).
 """
 
-from verigym.graders.toolcall._grader import (
-    STRING_MODES,
-    Call,
-    MatchResult,
-    bench_verdict,
-    bfcl_string,
-    calls_from_trajectory,
-    check_type,
-    contains_output,
-    final_state_grader,
-    match_any,
-    match_call,
-    match_calls,
-    replay_actions,
-    required_outputs_grader,
-    state_hash,
-    toolcall_grader,
-)
+from verigym.graders.toolcall import _grader
+from verigym.graders.toolcall._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
 
-__all__ = [
-    "STRING_MODES",
-    "Call",
-    "MatchResult",
-    "bench_verdict",
-    "bfcl_string",
-    "calls_from_trajectory",
-    "check_type",
-    "contains_output",
-    "final_state_grader",
-    "match_any",
-    "match_call",
-    "match_calls",
-    "replay_actions",
-    "required_outputs_grader",
-    "state_hash",
-    "toolcall_grader",
-]
+__all__ = []
+__all__ += _grader.__all__

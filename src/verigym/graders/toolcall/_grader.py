@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from verigym.graders.families import GraderFamily
 from verigym.graders.format import strip_think
 from verigym.graders.toolcall._ast_match import (
     STRING_MODES,
@@ -55,6 +56,7 @@ from verigym.rubric import Grader
 from verigym.types import Grade, Task, ToolCall, Trajectory
 
 __all__ = [
+    "BENCH",
     "STRING_MODES",
     "Call",
     "MatchResult",
@@ -340,3 +342,6 @@ def bench_verdict(line: dict[str, Any]) -> bool:
         text = "\n".join(line["replies"])
         return all(contains_output(text, str(o)) for o in line["outputs"])
     raise ValueError(f"toolcall suite line {line.get('id')!r}: unknown kind {kind!r}")
+
+
+BENCH = GraderFamily("toolcall", bench_verdict, suites=("toolcall.jsonl",))

@@ -1,0 +1,140 @@
+"""The grader-family registry: each family declares itself, with its suites and its bench verdict.
+
+A family's module declares ``BENCH = GraderFamily(name, verdict, suites=..., ...)`` beside its
+``bench_verdict``; nothing else lists it. ``find_family(name)`` looks, in order, at families
+registered at run time (``register_family``), at ``verigym.graders.<name>`` (a family is found
+under its own name, importing that one module), at a dotted module path (its ``BENCH``, or the
+older convention of module-level ``bench_verdict`` / ``SUITE_FIELDS`` / ``bench_warmup`` /
+``check_suite_line``), and last at every public module of ``verigym.graders``
+(``grader_families()``, which imports them all: only for listing and for the error message).
+
+Graders never import environments. An environment whose graders need the environment itself to be
+measured (``repo_fix`` replays episodes through its tools) declares its family on its class, as
+``grader_family``, and ``verigym.envs.registry.load_grader_family`` finds it there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = [
+    "GraderFamily",
+    "UnknownFamilyError",
+    "find_family",
+    "grader_families",
+    "register_family",
+]
+
+
+class UnknownFamilyError(LookupError):
+    """No grader family has this name (or the module named has no family)."""
+
+    def __str__(self) -> str:  # LookupError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class GraderFamily:
+    """A grader family as verifier-bench runs it.
+
+    ``verdict(line)`` accepts (True) or rejects one suite line and raises on an infrastructure
+    error; ``suites`` are its labeled suites' file names under ``tests/suites/``; ``fields`` the
+    keys every line must have; ``check_line(line)`` raises ``ValueError`` for a malformed line;
+    ``warmup()`` or ``warmup(jobs)`` runs once before timing. ``source`` is the module that
+    declares it (set when found), which a bench child process imports to find it again.
+    """
+
+    name: str
+    verdict: Callable[[dict[str, Any]], bool]
+    suites: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    warmup: Callable[..., Any] | None = None
+    check_line: Callable[[dict[str, Any]], None] | None = None
+    source: str = ""
+
+
+_REGISTERED: dict[str, GraderFamily] = {}
+_SKIP = frozenset({"bench", "families"})  # graders' public modules that are not families
+
+
+def register_family(family: GraderFamily) -> GraderFamily:
+    """Make ``family`` findable by its name in this process (a family outside ``verigym.graders``).
+
+    Its ``source`` defaults to its verdict's module, which must declare it as ``BENCH`` for a bench
+    child process to find it again."""
+    family = replace(family, source=family.source or family.verdict.__module__)
+    _REGISTERED[family.name] = family
+    return family
+
+
+def _declared(module: ModuleType) -> GraderFamily | None:
+    family = getattr(module, "BENCH", None)
+    if isinstance(family, GraderFamily):
+        return replace(family, source=family.source or module.__name__)
+    verdict = getattr(module, "bench_verdict", None)  # the older, attribute-by-attribute convention
+    if not callable(verdict):
+        return None
+    warm, check = getattr(module, "bench_warmup", None), getattr(module, "check_suite_line", None)
+    return GraderFamily(
+        name=module.__name__.rpartition(".")[2],
+        verdict=verdict,
+        fields=tuple(getattr(module, "SUITE_FIELDS", ())),
+        warmup=warm if callable(warm) else None,
+        check_line=check if callable(check) else None,
+        source=module.__name__,
+    )
+
+
+def _import(path: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as exc:
+        if exc.name and path.startswith(exc.name):
+            return None  # the module itself is missing, not one it imports
+        raise
+
+
+def grader_families() -> dict[str, GraderFamily]:
+    """Every family: those of ``verigym.graders`` (each of its public modules is imported) and those
+    registered at run time."""
+    out: dict[str, GraderFamily] = {}
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # verigym.graders, not imported
+        if info.name.startswith("_") or info.name in _SKIP:
+            continue
+        module = _import(f"verigym.graders.{info.name}")
+        family = None if module is None else _declared(module)
+        if family is not None and family.name not in out:
+            out[family.name] = family
+    out.update(_REGISTERED)
+    return dict(sorted(out.items()))
+
+
+def find_family(name: str) -> GraderFamily:
+    """The family called ``name`` (or declared by the module at the dotted path ``name``)."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name.isidentifier():
+        module = _import(f"verigym.graders.{name}")
+        family = None if module is None else _declared(module)
+        if family is not None and family.name == name:
+            return family
+    elif "." in name:
+        module = _import(name)
+        if module is None:
+            raise UnknownFamilyError(f"grader family {name!r} is not available (no module {name})")
+        family = _declared(module)
+        if family is None:
+            raise UnknownFamilyError(
+                f"grader family {name!r}: {name} has no bench_verdict(line) function yet"
+            )
+        return family
+    known = grader_families()
+    if name in known:
+        return known[name]
+    raise UnknownFamilyError(f"unknown grader family {name!r}; known: {', '.join(known)}")
