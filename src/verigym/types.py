@@ -164,7 +164,7 @@ class Completion(_Frozen):
     policy_version: int | None = None
     # optional response fields the server sent malformed, ignored here (e.g. "usage",
     # "choices[0].logprobs"): the answer is kept, the missing data is visible. ``"tool_call"`` once per
-    # tool-call block the parser could not read (left in ``text``; see ``policies._toolformats``)
+    # tool-call block the parser could not read (left in ``text``; see ``policies.local._toolformats``)
     malformed: tuple[str, ...] = ()
 
     def as_message(self) -> Message:

@@ -16,7 +16,8 @@ each other, but neither modules nor top-level packages may import each other in 
 
 Public means public: a module whose name starts with ``_`` belongs to the package it sits in, and
 only modules inside that package may import it (``verigym._files`` is verigym's, so any of its modules;
-``verigym.policies._chat`` is ``policies``'s, so ``serve`` imports ``verigym.policies.chat``). Every
+``verigym.policies.local._chat`` is ``policies.local``'s, so ``serve`` imports
+``verigym.policies.local.chat``). Every
 subpackage's ``__init__`` lists its public names in ``__all__``, and each one resolves.
 """
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 from pathlib import Path
@@ -12,6 +13,21 @@ import pytest
 import verigym
 
 _FILTERS, _SHAPING = "verigym.train.group_filters", "verigym.train.shaping"
+_CHAT, _LORA = "verigym.policies.local.chat", "verigym.policies.local.lora"
+_CHAT_NAMES = (
+    "TOOL_FORMATS",
+    "TemplateTraits",
+    "ToolFormat",
+    "default_format",
+    "encode_chat",
+    "get_format",
+    "parse_tool_calls",
+    "render_chat",
+    "special_texts",
+    "strip_markers",
+    "template_traits",
+    "visible_prefix",
+)
 # old module -> (removal version, {name it still gives: the module that now holds it})
 SHIMS: dict[str, tuple[str, dict[str, str]]] = {
     "verigym.train.sampling": (
@@ -24,6 +40,8 @@ SHIMS: dict[str, tuple[str, dict[str, str]]] = {
             "token_cost": _SHAPING,
         },
     ),
+    "verigym.policies.chat": ("0.3", dict.fromkeys(_CHAT_NAMES, _CHAT)),
+    "verigym.policies.lora": ("0.3", dict.fromkeys(("AS_IS", "AdapterMixin", "base_model"), _LORA)),
 }
 
 
@@ -44,10 +62,25 @@ def test_old_path_warns_and_gives_the_same_objects(old: str) -> None:
 @pytest.mark.parametrize("old", sorted(SHIMS))
 def test_verigym_never_imports_an_old_path(old: str) -> None:
     root = Path(verigym.__file__).parent
-    stem = old.removeprefix("verigym.").replace(".", "/")
-    users = [
-        str(p.relative_to(root))
-        for p in root.rglob("*.py")
-        if old in p.read_text() and not str(p.relative_to(root)).startswith(stem)
-    ]
+    users = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = [a.name for a in node.names]
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(f"{node.module}.{n}" for n in names)]
+            if old in names:
+                users.append(f"{path.relative_to(root)}:{node.lineno}")
     assert users == []
+
+
+def test_the_engine_package_keeps_the_old_local_module_names() -> None:
+    """``verigym.policies.local`` was one module; as the engine package it exports the same names."""
+    import verigym.policies.local as local
+    from verigym.policies.local import _engine, _score, policy
+
+    assert sorted(local.__all__) == ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
+    assert local.LocalPolicy is policy.LocalPolicy and local.RowSpec is _engine.RowSpec
+    assert local.RowResult is _engine.RowResult and local.EarlyStop is _engine.EarlyStop
+    assert local.Scored is _score.Scored

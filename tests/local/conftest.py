@@ -69,7 +69,7 @@ def tool_model_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     """The tiny model overfit (seconds) to answer TOOL_PROMPT with TOOL_REPLY under greedy decoding."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from verigym.policies.chat import encode_chat
+    from verigym.policies.local.chat import encode_chat
 
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from verigym.policies._engine import _compacted
 from verigym.policies.local import LocalPolicy, RowSpec
+from verigym.policies.local._engine import _compacted
 from verigym.types import Message
 
 

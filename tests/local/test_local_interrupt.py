@@ -16,7 +16,7 @@ import pytest
 _SCRIPT = """
 import sys, time
 from pathlib import Path
-import verigym.policies._engine as engine
+import verigym.policies.local._engine as engine
 from verigym.policies.local import LocalPolicy
 
 LocalPolicy.eos_ids = property(lambda self: [])  # no row ends early: every row runs to --max-tokens

@@ -13,8 +13,8 @@ import torch
 
 from verigym.policies import tiny
 from verigym.policies.base import PolicyError, sample
-from verigym.policies.chat import strip_markers
 from verigym.policies.local import LocalPolicy, RowSpec
+from verigym.policies.local.chat import strip_markers
 from verigym.types import Completion, Message, Sampling
 
 
@@ -112,7 +112,7 @@ def test_stop_strings_cut_the_text_but_keep_the_sampled_ids(policy: LocalPolicy)
 
 
 def test_tool_calls_are_parsed_from_the_template_markup(policy: LocalPolicy) -> None:
-    from verigym.policies.chat import parse_tool_calls
+    from verigym.policies.local.chat import parse_tool_calls
 
     text, calls = parse_tool_calls('ok <tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>')
     assert text == "ok" and calls[0].name == "add" and calls[0].parsed_arguments() == {"a": 1}
@@ -256,7 +256,7 @@ def test_fast_path_handles_grouped_query_attention() -> None:
 
 
 def test_rows_joining_a_running_pass_sample_as_if_alone(policy: LocalPolicy) -> None:
-    from verigym.policies._engine import run_rows
+    from verigym.policies.local._engine import run_rows
 
     sampling = Sampling(max_tokens=12)
     long_prompt = policy.encode([Message(role="user", content="123456+7=")])

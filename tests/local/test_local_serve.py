@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from verigym.policies.chat import encode_chat, strip_markers
 from verigym.policies.local import LocalPolicy
+from verigym.policies.local.chat import encode_chat, strip_markers
 from verigym.serve import RunningServer, spawn_server
 from verigym.types import Message, Sampling
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from verigym.policies._engine import RowResult
 from verigym.policies.catalogue import pull
 from verigym.policies.local import LocalPolicy
+from verigym.policies.local._engine import RowResult
 from verigym.types import Completion, Message, Sampling, Trajectory, Turn
 
 CHATML = (

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from verigym.cli import app
 from verigym.policies.catalogue import pull
-from verigym.policies.local import _display_name
+from verigym.policies.local.policy import _display_name
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""Tool-call formats (``policies._toolformats``) and the chat rendering that uses them: render → parse
+"""Tool-call formats (``policies.local._toolformats``) and the chat rendering that uses them: render → parse
 round trips for every format, malformed blocks kept and counted, and templates with and without tool
 support (SmolLM2's plain ChatML, a Qwen2.5-style Hermes template) rendering OpenAI agent-loop messages."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from verigym.policies import tiny
-from verigym.policies.chat import (
+from verigym.policies.local.chat import (
     TOOL_FORMATS,
     default_format,
     encode_chat,

@@ -3,8 +3,9 @@
 - ``ModelSpec`` / ``make_policy`` (``spec``): a model named the same way everywhere (a local path, a
   catalogue name, a Hub name, or served URLs with their key, concurrency, timeout and transport),
   turned into a policy by one factory.
-- ``OpenAIPolicy`` (``openai``): any OpenAI-compatible server; ``LocalPolicy`` (``local``): a
-  transformers model in-process; ``ScriptedPolicy`` (``scripted``): replies from a function.
+- ``OpenAIPolicy`` (``openai``): any OpenAI-compatible server; ``LocalPolicy`` (``local``, the
+  in-house inference engine package that ``verigym serve`` shares): a transformers model in-process;
+  ``ScriptedPolicy`` (``scripted``): replies from a function.
 
 ``OpenAIPolicy``, ``LocalPolicy`` and ``ScriptedPolicy`` are imported when first asked for (the HTTP
 client and torch load only then).

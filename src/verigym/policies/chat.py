@@ -1,15 +1,15 @@
-"""Chat rendering and tool-call formats, public: the exact rendering ``LocalPolicy`` samples with, for
-the code beside it that must render the same way (``verigym serve``, SFT's token ids).
+"""Deprecated path, kept until verigym 0.3: chat rendering and tool-call formats moved with the
+in-process engine to ``verigym.policies.local.chat``. Import them from there."""
 
-The code lives in ``_chat`` (templates, their probed traits, tool-call parsing, special-token markers)
-and ``_toolformats`` (the registry of tool-call formats: Hermes, Llama-3, Mistral, SmolLM2); this
-module is their public path. Other packages import these names from here, never from the private
-modules (``tests/core/test_layering.py``).
-"""
+import warnings
 
-from verigym.policies._chat import (
+from verigym.policies.local.chat import (
+    TOOL_FORMATS,
     TemplateTraits,
+    ToolFormat,
+    default_format,
     encode_chat,
+    get_format,
     parse_tool_calls,
     render_chat,
     special_texts,
@@ -17,7 +17,12 @@ from verigym.policies._chat import (
     template_traits,
     visible_prefix,
 )
-from verigym.policies._toolformats import TOOL_FORMATS, ToolFormat, default_format, get_format
+
+warnings.warn(
+    "verigym.policies.chat is deprecated and goes in verigym 0.3: import from verigym.policies.local.chat",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
 __all__ = [
     "TOOL_FORMATS",

@@ -1,7 +1,14 @@
-"""LoRA adapters on an in-process model, public: ``base_model`` (the model under its PEFT wrapper) for
-``verigym serve``'s weight endpoints. The code lives in ``_lora`` (``AdapterMixin``, ``LocalPolicy``'s
-adapter loading); other packages import from here (``tests/core/test_layering.py``)."""
+"""Deprecated path, kept until verigym 0.3: LoRA adapter helpers moved with the in-process engine to
+``verigym.policies.local.lora``. Import them from there."""
 
-from verigym.policies._lora import AS_IS, AdapterMixin, base_model
+import warnings
+
+from verigym.policies.local.lora import AS_IS, AdapterMixin, base_model
+
+warnings.warn(
+    "verigym.policies.lora is deprecated and goes in verigym 0.3: import from verigym.policies.local.lora",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
 __all__ = ["AS_IS", "AdapterMixin", "base_model"]

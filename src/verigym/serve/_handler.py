@@ -18,8 +18,8 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from verigym.policies.base import PolicyError
-from verigym.policies.chat import TOOL_FORMATS, encode_chat, visible_prefix
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec, Scored
+from verigym.policies.local.chat import TOOL_FORMATS, encode_chat, visible_prefix
 from verigym.serve._admission import Admission, PromptBound, admitted_stream, rows_cost, text_chars
 from verigym.serve._guard import ServeLimits
 from verigym.serve._wire import (

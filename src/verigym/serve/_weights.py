@@ -20,7 +20,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy
-from verigym.policies.lora import base_model
+from verigym.policies.local.lora import base_model
 from verigym.serve._wire import ApiError, LoadLoraRequest, UnloadLoraRequest
 
 __all__ = ["AdapterDir", "add_weight_routes"]

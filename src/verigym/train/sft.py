@@ -42,7 +42,7 @@ class SFTDataError(ValueError):
 
 
 def _encode(tokenizer: Any, messages: Sequence[Message], tools: Any, gen: bool) -> list[int]:
-    from verigym.policies.chat import encode_chat  # the exact rendering LocalPolicy samples with
+    from verigym.policies.local.chat import encode_chat  # the exact rendering LocalPolicy samples with
 
     return encode_chat(tokenizer, messages, tools, add_generation_prompt=gen)
 

@@ -217,7 +217,7 @@ def run_rows(
     """
     import torch
 
-    from verigym.policies._fast_llama import FastLlama, supported
+    from verigym.policies.local._fast_llama import FastLlama, supported
 
     device = next(model.parameters()).device
     specs = list(specs)
@@ -356,7 +356,7 @@ def _prefill_joining(
     their cache in; returns (last logits, key mask, next positions) of the new rows."""
     import torch
 
-    from verigym.policies._fast_llama import FastLlama
+    from verigym.policies.local._fast_llama import FastLlama
 
     width = step.length
     ids = torch.full((len(new), width), pad_id, dtype=torch.long)

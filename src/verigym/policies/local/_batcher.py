@@ -8,7 +8,7 @@ import contextlib
 import threading
 from dataclasses import dataclass, field
 
-from verigym.policies._engine import RowResult, RowSpec
+from verigym.policies.local._engine import RowResult, RowSpec
 
 __all__ = ["Live", "Queue", "Request"]
 

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verigym.policies._toolformats import ToolFormat, default_format, get_format, tool_response
 from verigym.policies.base import PolicyError
+from verigym.policies.local._toolformats import ToolFormat, default_format, get_format, tool_response
 from verigym.types import Message, ToolCall
 
 __all__ = [

@@ -36,16 +36,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from verigym.policies._batcher import Live, Queue, Request
-from verigym.policies._chat import encode_chat, render_chat, special_texts, strip_markers
-from verigym.policies._engine import EarlyStop, RowResult, RowSpec, run_rows
-from verigym.policies._history import TurnHistory
-from verigym.policies._lora import AS_IS as _AS_IS
-from verigym.policies._lora import AdapterMixin
-from verigym.policies._score import Scored, prompt_logprobs
-from verigym.policies._toolformats import TOOL_FORMATS, default_format, get_format
 from verigym.policies.base import PolicyError
 from verigym.policies.catalogue import load_failure, resolve
+from verigym.policies.local._batcher import Live, Queue, Request
+from verigym.policies.local._chat import encode_chat, render_chat, special_texts, strip_markers
+from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec, run_rows
+from verigym.policies.local._history import TurnHistory
+from verigym.policies.local._lora import AS_IS as _AS_IS
+from verigym.policies.local._lora import AdapterMixin
+from verigym.policies.local._score import Scored, prompt_logprobs
+from verigym.policies.local._toolformats import TOOL_FORMATS, default_format, get_format
 from verigym.types import Completion, Message, Sampling, Usage, _trusted
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
@@ -210,7 +210,7 @@ class LocalPolicy(AdapterMixin):
 
     def _render_ids(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None) -> list[int]:
         last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-        if last > 0:  # a later turn: splice in the ids the model sampled (policies._history)
+        if last > 0:  # a later turn: splice in the ids the model sampled (``_history``)
             text = render_chat(self.tokenizer, messages, tools, tool_format=self.tool_format)
             spliced = self._history.splice(self.tokenizer, lambda: self.encode(messages[:last], tools), text)
             if spliced is not None:
