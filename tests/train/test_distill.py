@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from verigym.policies import tiny
 from verigym.policies.local import LocalPolicy
 from verigym.train import losses as L
 from verigym.train._forward import forward_rows
-from verigym.train.config import ConfigError, DistillConfig, build_config
+from verigym.train.config import ConfigError, DistillConfig, build_config, load_config
 from verigym.train.distill import (
     Distiller,
     InProcessTeacher,
@@ -166,6 +167,9 @@ def test_config_preset_teacher_shorthand_and_errors() -> None:
         build_config({"rl": {"packing": True, "distill": {"divergence": "jsd"}}})
     with pytest.raises(ConfigError, match=r"rl\.distill\.beta"):
         build_config({"rl": {"distill": {"beta": 2}}})
+    shipped = load_config(Path(__file__).resolve().parents[2] / "configs" / "distill.toml")
+    sd = shipped.rl.distill
+    assert shipped.rl.preset == "opd" and sd is not None and sd.schedule == "cosine" and sd.teacher_recipe
 
 
 def test_a_teacher_with_another_tokenizer_is_a_one_line_config_error(tmp_path: Any) -> None:
