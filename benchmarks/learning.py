@@ -89,7 +89,11 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
         preset = f"{preset} (shuffled)"
     result = learning_run(
-        cfg, control=job["control"] and not job["control_only"], sft_cache=cache, graders=graders
+        cfg,
+        control=job["control"] and not job["control_only"],
+        sft_cache=cache,
+        graders=graders,
+        greedy=bool(job["model"]),
     )
     result["preset"] = preset
     return result
@@ -120,6 +124,14 @@ def report(rows: list[dict[str, Any]], control: bool, real: bool = False) -> lis
         lines.append(
             f"| {r['preset']} | {r['seed']} | {r.get('sft_steps', '-')} | {r['after_sft']:.3f} | "
             f"{r['after_rl']:.3f} | {r['lift']:+.3f} | {sh} | {r['rl_s_per_step']:.3f} |"
+        )
+    if rows and "greedy_sft" in rows[0]:  # the real recipe samples its eval; greedy beside it
+        lines.append(
+            "greedy held-out pass@1 SFT → RL: "
+            + ", ".join(
+                f"seed {r['seed']} {r['greedy_sft']:.3f} → {r['greedy_rl']:.3f} ({r['greedy_rl'] - r['greedy_sft']:+.3f})"
+                for r in rows
+            )
         )
     for preset in dict.fromkeys(r["preset"] for r in rows):
         mine = [r for r in rows if r["preset"] == preset]

@@ -104,6 +104,7 @@ def learning_run(
     control: bool = True,
     sft_cache: str | Path | None = None,
     graders: Sequence[str] = (),
+    greedy: bool = False,
 ) -> dict[str, Any]:
     """One seed of a recipe: SFT (as ``cfg.sft`` asks), then RL, then — from the same SFT weights —
     the same RL with rewards shuffled across the batch. Returns held-out pass@1 after each stage
@@ -112,7 +113,8 @@ def learning_run(
 
     ``sft_cache``: a file for the SFT weights — loaded when it exists, written after SFT otherwise
     (several RL recipes from one SFT start). Nothing else is written but the two RL runs' metrics
-    (``out_dir/rl``, ``out_dir/shuffled``).
+    (``out_dir/rl``, ``out_dir/shuffled``). ``greedy``: also held-out greedy pass@1 (``greedy_STAGE``)
+    where ``cfg.eval`` samples.
     """
     import torch
 
@@ -134,6 +136,13 @@ def learning_run(
         result[f"after_{stage}"] = ev["eval/pass_at_1"]
         for name in graders:
             result[f"{name}_{stage}"] = ev[f"eval/{env}/grader/{name}"]
+        if greedy and cfg.eval.temperature > 0:
+            sampled_cfg = t.cfg
+            t.cfg = sampled_cfg.model_copy(
+                update={"eval": sampled_cfg.eval.model_copy(update={"temperature": 0.0, "samples": 1})}
+            )
+            result[f"greedy_{stage}"] = t.evaluate()["eval/pass_at_1"]
+            t.cfg = sampled_cfg
 
     cache = Path(sft_cache) if sft_cache is not None else None
     if cache is not None and cache.is_file():

@@ -50,9 +50,12 @@ def real_quickstart_config(
             "group_size": 8,
             "lr": 1e-5,
             "max_rounds": 2,  # refill: a second sampling round replaces the groups dynamic sampling drops
+            "packing": True,  # 1.4x faster updates on these short answers, same loss (train.packing)
             "eval_every": 0,
         },
-        "eval": {"tasks": 100, "samples": 1, "temperature": 0.0},
+        # pass@1 at the sampling temperature, 4 samples a task (Chen et al. 2021; DeepSeek-R1 reports
+        # pass@1 so): greedy decoding hides how much mass RL moves; learning.py reports greedy beside it
+        "eval": {"tasks": 100, "samples": 4, "temperature": 1.0},
         "logging": {"checkpoint_every": 0},
     }
     return build_config(
