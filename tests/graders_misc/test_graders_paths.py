@@ -43,7 +43,7 @@ DOCUMENTED: dict[str, list[str]] = {
     "verigym.graders.instructions": [
         "BENCH", "CHECKER_KINDS", "INSTRUCTIONS", "OFFICIAL_CHECKERS", "SUPPORTED_LANGUAGES", "Checker",
         "CheckerKind", "InstructionResult", "bench_verdict", "check_instruction", "check_instructions",
-        "check_official", "detect_language", "instructions_from_info", "instructions_grader",
+        "check_official", "detect_language", "instructions_from_info", "instructions_grader", "instructions_rubric",
         "loose_variants", "official_loose_variants",
     ],
     "verigym.graders.judge": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from verigym.graders.instructions import (
     check_instruction,
     detect_language,
     instructions_grader,
+    instructions_rubric,
     loose_variants,
 )
 from verigym.rubric import Rubric
@@ -137,3 +139,20 @@ async def test_reasoning_is_not_checked() -> None:
     text = "<think>hmm, well, commas here</think>no commas in the answer"
     assert (await instructions_grader().grade(task, _traj(text))).score == 1.0
     assert (await instructions_grader(strip_reasoning=False).grade(task, _traj(text))).score == 0.0
+
+
+def test_the_shared_rubric_matches_the_single_grader() -> None:
+    """``instructions`` and ``ifeval`` build their rubric with ``instructions_rubric``."""
+    task = Task(
+        id="t",
+        prompt=(Message(role="user", content="q"),),
+        info={"instructions": [{"id": "change_case:english_lowercase", "kwargs": {}},
+                               {"id": "punctuation:no_comma", "kwargs": {}}]},
+    )  # fmt: skip
+    rubric = instructions_rubric("strict", diagnostics=True)
+    assert rubric.names == ["followed", "all_followed", "strict_followed", "loose_followed"]
+    trajectory = _traj("all lowercase, with a comma")
+    score = asyncio.run(rubric.score(task, trajectory))
+    single = asyncio.run(instructions_grader("strict", name="followed").grade(task, trajectory))
+    assert score.grades["followed"].detail == single.detail and score.grades["followed"].score == 0.5
+    assert score.reward == pytest.approx(0.3 * 0.5) and score.grades["all_followed"].score == 0.0

@@ -41,11 +41,9 @@ over the whole run — not the mean of per-prompt fractions, which ``followed``'
 from __future__ import annotations
 
 import importlib.util
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from verigym._files import read_jsonl
 from verigym.envs._collection import choice_arg
@@ -53,12 +51,10 @@ from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
-from verigym.graders.format import strip_think
-from verigym.graders.instructions import INSTRUCTIONS, CheckerKind, check_instructions, instructions_from_info
+from verigym.graders.instructions import INSTRUCTIONS, CheckerKind, instructions_rubric
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
-from verigym.rubric import Grader, Rubric
-from verigym.types import Grade, Message, Task, Trajectory
+from verigym.types import Message, Task
 
 __all__ = ["MODES", "IfevalEnv", "ifeval_default_path", "ifeval_metrics", "load_ifeval", "shipped_data"]
 
@@ -195,44 +191,12 @@ class IfevalEnv(HandsOutTasks, SingleTurnEnv):
             raise EnvArgError(f"ifeval: path {path!r} is not a file")
         self.mode = choice_arg("ifeval", "mode", mode, MODES)
         self.checker: CheckerKind = "official" if self.mode == "official" else "corrected"
-        reward_loose = self.mode == "loose"
-        checker = self.checker
-
-        @lru_cache(maxsize=512)  # the four graders read the same two verdict lists
-        def verdicts(text: str, todo: str, loose: bool) -> tuple[bool, ...]:
-            instructions = [(i, dict(k)) for i, k in json.loads(todo)]
-            mode: Literal["strict", "loose"] = "loose" if loose else "strict"
-            return tuple(
-                r.followed for r in check_instructions(text, instructions, mode=mode, checker=checker)
-            )
-
-        def judged(task: Task, trajectory: Trajectory, loose: bool) -> tuple[list[str], tuple[bool, ...]]:
-            todo = instructions_from_info(task.info)
-            found = verdicts(strip_think(trajectory.final_text), json.dumps(todo, sort_keys=True), loose)
-            return [i for i, ok in zip((i for i, _ in todo), found, strict=True) if not ok], found
-
-        def fraction(loose: bool, label: str) -> Callable[[Task, Trajectory], Grade]:
-            def grade(task: Task, trajectory: Trajectory) -> Grade:
-                failed, found = judged(task, trajectory, loose)
-                detail: dict[str, Any] = {"all_followed": all(found), "followed": sum(found)}
-                detail |= {"total": len(found)}
-                detail |= {"failed": failed, "mode": label, "checker": checker}
-                return Grade(score=sum(found) / len(found), detail=json.dumps(detail))
-
-            return grade
-
-        def all_followed(task: Task, trajectory: Trajectory) -> Grade:
-            failed, found = judged(task, trajectory, reward_loose)
-            return Grade(score=float(all(found)), detail=f"failed: {failed}")
-
         super().__init__(
-            rubric=Rubric(
-                [
-                    Grader(fraction(reward_loose, self.mode), weight=0.3, name="followed"),
-                    Grader(all_followed, weight=0.7, name="all_followed"),
-                    Grader(fraction(False, "strict"), weight=0.0, name="strict_followed"),
-                    Grader(fraction(True, "loose"), weight=0.0, name="loose_followed"),
-                ]
+            rubric=instructions_rubric(
+                "loose" if self.mode == "loose" else "strict",
+                checker=self.checker,
+                label=self.mode,
+                diagnostics=True,
             ),
             system_prompt=system_prompt,
         )

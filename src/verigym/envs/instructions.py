@@ -33,7 +33,6 @@ answers nothing.
 
 from __future__ import annotations
 
-import json
 import random
 import zlib
 from collections.abc import Sequence
@@ -42,11 +41,10 @@ from typing import Any
 from verigym.envs._collection import choice_arg, int_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.procedural import ProceduralEnv
-from verigym.graders.instructions import check_instruction, instructions_grader
+from verigym.graders.instructions import check_instruction, instructions_rubric
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
-from verigym.rubric import Grader, Rubric
-from verigym.types import Grade, Message, Task, Trajectory
+from verigym.types import Message, Task
 
 __all__ = ["INSTRUCTION_TYPES", "InstructionsEnv", "compose", "render"]
 
@@ -297,22 +295,8 @@ class InstructionsEnv(ProceduralEnv, SingleTurnEnv):
         self.level = int_arg("instructions", "level", level, 1, 4)
         self.mode = choice_arg("instructions", "mode", mode, ("strict", "loose"))
         self.size = int_arg("instructions", "size", size, 1, 10**9)
-        fraction = instructions_grader(self.mode, name="followed")  # type: ignore[arg-type]
-
-        async def all_followed(task: Task, trajectory: Trajectory) -> Grade:
-            grade = await fraction.grade(task, trajectory)
-            if not grade.ok:
-                raise ValueError(grade.error)
-            detail = json.loads(grade.detail)
-            return Grade(score=float(detail["all_followed"]), detail=f"failed: {detail['failed']}")
-
         super().__init__(
-            rubric=Rubric(
-                [
-                    Grader(fraction.fn, weight=0.3, name="followed"),
-                    Grader(all_followed, weight=0.7, name="all_followed"),
-                ]
-            ),
+            rubric=instructions_rubric(self.mode),  # type: ignore[arg-type]
             system_prompt=system_prompt,
         )
 

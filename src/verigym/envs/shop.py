@@ -46,7 +46,16 @@ from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.rubric import Rubric
 from verigym.types import Message, Task, ToolCall
 
-__all__ = ["SHOP_TOOLS", "SYSTEM_PROMPT", "ShopEnv", "apply_action", "make_db"]
+__all__ = [
+    "SHOP_TOOLS",
+    "SYSTEM_PROMPT",
+    "ShopEnv",
+    "all_done",
+    "apply_action",
+    "gold_calls",
+    "make_db",
+    "shop_rubric",
+]
 
 SYSTEM_PROMPT = (
     "You are the customer-service agent of Lumen Shop. Use the tools to look things up and act; "
@@ -149,13 +158,9 @@ class ShopEnv(ProceduralEnv, ToolEnv):
     ) -> None:
         self.level = int_arg("tools", "level", level, 1, 3)
         self.size = int_arg("tools", "size", size, 1, 10**9)
-        state = final_state_grader(
-            lambda task: make_db(int(task.info["db_seed"])), _replay, weight=0.0, name="final_state"
-        )
-        rubric = Rubric([state, required_outputs_grader(name="outputs")], gates={"outputs": ["final_state"]})
         super().__init__(
             SHOP_TOOLS,
-            rubric=rubric,
+            rubric=shop_rubric(),
             system_prompt=system_prompt,
             max_turns=max_turns,
             tool_variant=tool_variant,
@@ -207,12 +212,30 @@ def _replay(db: dict[str, Any], action: Any) -> None:
     apply_action(db, action)
 
 
-def _oracle_turn(task: Task, messages: Sequence[Message]) -> Reply:
-    if not any(m.role == "assistant" for m in messages) and task.info["gold_actions"]:
-        calls = [
-            ToolCall(id=f"oracle-{i}", name=a["name"], arguments=json.dumps(a["arguments"]))
-            for i, a in enumerate(task.info["gold_actions"])
-        ]
-        return "", calls
+def shop_rubric() -> Rubric:
+    """The shop's grading (``tools`` and ``tools_user``): the final database must equal a fresh one
+    with the gold actions replayed (weight 0, a gate), then the required facts must be stated."""
+    state = final_state_grader(
+        lambda task: make_db(int(task.info["db_seed"])), _replay, weight=0.0, name="final_state"
+    )
+    return Rubric([state, required_outputs_grader(name="outputs")], gates={"outputs": ["final_state"]})
+
+
+def gold_calls(task: Task) -> list[ToolCall]:
+    """The task's gold actions as one turn of tool calls (what a shop oracle does)."""
+    return [
+        ToolCall(id=f"oracle-{i}", name=a["name"], arguments=json.dumps(a["arguments"]))
+        for i, a in enumerate(task.info["gold_actions"])
+    ]
+
+
+def all_done(task: Task) -> str:
+    """A shop oracle's closing message: the required facts."""
     facts = ", ".join(str(o) for o in task.info["outputs"])
     return f"All done. {facts}." if facts else "All done."
+
+
+def _oracle_turn(task: Task, messages: Sequence[Message]) -> Reply:
+    if not any(m.role == "assistant" for m in messages) and task.info["gold_actions"]:
+        return "", gold_calls(task)
+    return all_done(task)

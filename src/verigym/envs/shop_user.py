@@ -17,7 +17,6 @@ goal's plain-language ``instruction`` (``envs.user_sim.PolicyUser``).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -26,14 +25,12 @@ from verigym.envs._collection import int_arg
 from verigym.envs._shop_db import SHOP_TOOLS, make_db
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
-from verigym.envs.shop import SYSTEM_PROMPT, ShopEnv, _replay
+from verigym.envs.shop import SYSTEM_PROMPT, ShopEnv, all_done, gold_calls, shop_rubric
 from verigym.envs.user_sim import Reveal, ScriptedUser, User, UserSimEnv
-from verigym.graders.toolcall import final_state_grader, required_outputs_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.policies.spec import MissingApiKey, ModelSpec, make_policy
-from verigym.rubric import Rubric
-from verigym.types import Message, Task, ToolCall
+from verigym.types import Message, Task
 
 __all__ = ["ShopUserEnv", "shop_reveals"]
 
@@ -72,14 +69,10 @@ class ShopUserEnv(ProceduralEnv, UserSimEnv):
     ) -> None:
         self.level = int_arg("tools_user", "level", level, 1, 3)
         self.size = int_arg("tools_user", "size", size, 1, 10**9)
-        state = final_state_grader(
-            lambda task: make_db(int(task.info["db_seed"])), _replay, weight=0.0, name="final_state"
-        )
-        rubric = Rubric([state, required_outputs_grader(name="outputs")], gates={"outputs": ["final_state"]})
         super().__init__(
             SHOP_TOOLS,
             user=_make_user(user, user_model, user_base_url, user_api_key_env),
-            rubric=rubric,
+            rubric=shop_rubric(),
             system_prompt=system_prompt,
             max_turns=int_arg("tools_user", "max_turns", max_turns, 2, 100),
             tool_variant=tool_variant,
@@ -146,10 +139,5 @@ def _oracle_turn(task: Task, messages: Sequence[Message]) -> Reply:
         return ASK
     acted = any(m.tool_calls for m in spoken)
     if not acted and task.info["gold_actions"]:
-        calls = [
-            ToolCall(id=f"oracle-{i}", name=a["name"], arguments=json.dumps(a["arguments"]))
-            for i, a in enumerate(task.info["gold_actions"])
-        ]
-        return "", calls
-    facts = ", ".join(str(o) for o in task.info["outputs"])
-    return f"All done. {facts}." if facts else "All done."
+        return "", gold_calls(task)
+    return all_done(task)
