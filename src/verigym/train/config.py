@@ -153,6 +153,7 @@ class SFTConfig(_Strict):
     pack_length: Annotated[int, Field(gt=0)] = 512
     eval_every: Annotated[int, Field(ge=0)] = 0
     target_pass_at_1: float | None = None  # stop once a held-out eval reaches this (light SFT)
+    target_greedy: bool = False  # that check decodes greedily, whatever [eval] samples
 
 
 class GroupVariantsConfig(_Strict):

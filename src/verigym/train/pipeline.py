@@ -88,7 +88,7 @@ def _sft_phase(
         rows,
         cfg.sft,
         seed=cfg.seed,
-        evaluate=lambda: trainer.evaluate()["eval/pass_at_1"],
+        evaluate=lambda: trainer.evaluate(greedy=cfg.sft.target_greedy)["eval/pass_at_1"],
         on_step=on_step,
     )
     result["rows"] = len(rows)

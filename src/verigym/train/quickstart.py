@@ -137,12 +137,7 @@ def learning_run(
         for name in graders:
             result[f"{name}_{stage}"] = ev[f"eval/{env}/grader/{name}"]
         if greedy and cfg.eval.temperature > 0:
-            sampled_cfg = t.cfg
-            t.cfg = sampled_cfg.model_copy(
-                update={"eval": sampled_cfg.eval.model_copy(update={"temperature": 0.0, "samples": 1})}
-            )
-            result[f"greedy_{stage}"] = t.evaluate()["eval/pass_at_1"]
-            t.cfg = sampled_cfg
+            result[f"greedy_{stage}"] = t.evaluate(greedy=True)["eval/pass_at_1"]
 
     cache = Path(sft_cache) if sft_cache is not None else None
     if cache is not None and cache.is_file():
@@ -151,7 +146,12 @@ def learning_run(
     elif cfg.sft.data or cfg.sft.demos:
         rows = build_sft_rows(cfg, tok, trainer.envs)
         sft = sft_train(
-            model, tok, rows, cfg.sft, seed=cfg.seed, evaluate=lambda: trainer.evaluate()["eval/pass_at_1"]
+            model,
+            tok,
+            rows,
+            cfg.sft,
+            seed=cfg.seed,
+            evaluate=lambda: trainer.evaluate(greedy=cfg.sft.target_greedy)["eval/pass_at_1"],
         )
         result["sft_steps"] = sft["steps"]
         if cache is not None:

@@ -42,6 +42,7 @@ def real_quickstart_config(
             "lr_schedule": "constant",
             "eval_every": 4,
             "target_pass_at_1": 0.3,
+            "target_greedy": True,  # the stop measured in RESULTS: greedy 0.3 (sampled pass@1 ~0.23)
         },
         "rl": {
             "preset": "dapo",

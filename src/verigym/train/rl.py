@@ -235,10 +235,13 @@ class RLTrainer:
 
     # ---- evaluation ------------------------------------------------------------------------------
 
-    async def evaluate_async(self) -> dict[str, float]:
+    async def evaluate_async(self, *, greedy: bool = False) -> dict[str, float]:
         """Held-out pass@1 over every environment's test split, and per environment (with each
-        grader's mean, ``eval/ENV/grader/NAME``)."""
+        grader's mean, ``eval/ENV/grader/NAME``). ``greedy``: one greedy sample a task, whatever
+        ``[eval]`` samples."""
         e = self.cfg.eval
+        if greedy:
+            e = e.model_copy(update={"temperature": 0.0, "samples": 1})
         sampling = Sampling(
             temperature=e.temperature, top_p=1.0, max_tokens=self.cfg.sampling.max_tokens, seed=self.cfg.seed
         )
@@ -254,8 +257,8 @@ class RLTrainer:
         out["eval/pass_at_1"] = sum(scores) / len(scores)
         return out
 
-    def evaluate(self) -> dict[str, float]:
-        return asyncio.run(self.evaluate_async())
+    def evaluate(self, *, greedy: bool = False) -> dict[str, float]:
+        return asyncio.run(self.evaluate_async(greedy=greedy))
 
     # ---- the loop ----------------------------------------------------------------------------------
 
