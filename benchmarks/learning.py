@@ -93,7 +93,7 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         control=job["control"] and not job["control_only"],
         sft_cache=cache,
         graders=graders,
-        greedy=bool(job["model"]),
+        greedy=bool(job["model"]) and job["env"] != "calc",
     )
     result["preset"] = preset
     return result
@@ -225,7 +225,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     sets = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.set)}
-    control = not args.no_control
+    control = not args.no_control and not args.control_only  # control-only rows are the control itself
     if args.keep_sft:
         args.keep_sft.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
