@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # so the bench children import this module as benchmarks.math_jobs
 
 from verigym.graders.bench import run_bench  # noqa: E402
-from verigym.graders.math import _grader as math_family  # noqa: E402
+from verigym.graders.math import _equivalence as math_family  # noqa: E402
 from verigym.graders.math import clear_caches  # noqa: E402
 
 SUITES = ROOT.parent / "shared" / "benchmarks" / "verifier-suites"

@@ -251,7 +251,7 @@ def main() -> None:
     from math_verify import parse, verify
 
     from verigym.graders.math import bench_warmup, check_equivalent, clear_caches
-    from verigym.graders.math._worker import WARMUP
+    from verigym.graders.math._sympy_path._worker import WARMUP
 
     bench_warmup()  # verigym's worker runs WARMUP when it starts; math-verify gets the same checks here
     for gold, pred in WARMUP:

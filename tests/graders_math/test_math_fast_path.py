@@ -14,10 +14,10 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 
 from verigym.graders.math import check_equivalent, clear_caches
-from verigym.graders.math._check import check
-from verigym.graders.math._fast import fast_sympy
-from verigym.graders.math._rational import fast_check
-from verigym.graders.math._values import _NC
+from verigym.graders.math._exact_path._rational import fast_check
+from verigym.graders.math._sympy_path._check import check
+from verigym.graders.math._sympy_path._fast import fast_sympy
+from verigym.graders.math._sympy_path._values import _NC
 
 DECIDED = [  # (gold, pred, accepted): each decided by the fast path
     ("42", "The answer is $\\boxed{42}$.", True),

@@ -11,8 +11,8 @@ import random
 import pytest
 import sympy
 
-from verigym.graders.math._floats import Unsure, fvalue
-from verigym.graders.math._numeric import _agree, _value_at, points, sample
+from verigym.graders.math._sympy_path._floats import Unsure, fvalue
+from verigym.graders.math._sympy_path._numeric import _agree, _value_at, points, sample
 
 x, y, n = sympy.symbols("x y n")
 _LEAVES = [x, y, n, sympy.Integer(2), sympy.Rational(3, 7), sympy.pi, sympy.E, sympy.I]

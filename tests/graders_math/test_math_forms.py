@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from verigym.graders.math import check_equivalent, math_grader
-from verigym.graders.math._check import check
-from verigym.graders.math._forms import demanded
-from verigym.graders.math._grader import _fast
+from verigym.graders.math._demanded._forms import demanded
+from verigym.graders.math._equivalence import _fast
+from verigym.graders.math._sympy_path._check import check
 from verigym.types import Message, Task, Trajectory, Turn
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "math_forms.jsonl"
@@ -210,9 +210,9 @@ def test_the_grader_detail_names_the_rule() -> None:
 def test_form_checks_do_not_import_sympy() -> None:
     code = (
         "import sys\n"
-        "from verigym.graders.math._forms import demanded, enforce\n"
-        "from verigym.graders.math._rounding import fast_round\n"
-        "from verigym.graders.math._rules import prepare\n"
+        "from verigym.graders.math._demanded._forms import demanded, enforce\n"
+        "from verigym.graders.math._demanded._rounding import fast_round\n"
+        "from verigym.graders.math._shared._rules import prepare\n"
         "ans = prepare('\\\\frac{1}{2}', '\\\\frac{-2}{4}', None)\n"
         "out = enforce(demanded('simplest_form', None), ans, fast_round, strict=True)\n"
         "assert out[0] is False and 'lowest terms' in out[1], out\n"

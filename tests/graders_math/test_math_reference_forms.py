@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from verigym.graders.math._check import check
+from verigym.graders.math._sympy_path._check import check
 
 CASES = [  # (reference, accepted answer, rejected answer)
     ("Kafelnikov served in the first game", "Kafelnikov", "Becker"),  # hv-362

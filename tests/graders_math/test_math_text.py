@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from verigym.graders.math._check import check
-from verigym.graders.math._grader import _fast
-from verigym.graders.math._rules import Answers, prepare
-from verigym.graders.math._text import text_decide
+from verigym.graders.math._equivalence import _fast
+from verigym.graders.math._exact_path._text import text_decide
+from verigym.graders.math._shared._rules import Answers, prepare
+from verigym.graders.math._sympy_path._check import check
 
 _LINES = [json.loads(x) for x in (Path(__file__).parent / "suite_lines.jsonl").read_text().splitlines()]
 
@@ -61,8 +61,8 @@ def test_text_path_cases(gold: str, pred: str, verdict: bool | None) -> None:
 def test_text_path_does_not_import_sympy() -> None:
     code = (
         "import sys\n"
-        "from verigym.graders.math._rules import prepare\n"
-        "from verigym.graders.math._text import text_decide\n"
+        "from verigym.graders.math._shared._rules import prepare\n"
+        "from verigym.graders.math._exact_path._text import text_decide\n"
         "assert text_decide(prepare('Petya will win the game', 'Petya', None))[0] is True\n"
         "assert 'sympy' not in sys.modules\n"
     )

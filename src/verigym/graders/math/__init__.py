@@ -9,34 +9,43 @@ Modes (per call, or per task via ``task.info["math_mode"]``): ``equivalent`` (de
 ``simplest_form``, ``exact_decimal:N``, ``with_units``. The form a question demands ("simplest
 form", "common fraction", "improper fraction", "mixed number", "rationalize the denominator",
 "simplest radical form", "exact value", "as a decimal", "to the nearest tenth", ...) is read from
-``question=`` and enforced on how the answer is written (``_forms``; an explicit mode wins).
+``question=`` and enforced on how the answer is written (``_demanded``; an explicit mode wins).
 Each check runs in a persistent worker process with a hard timeout; a timeout or crash is an
 errored verdict, never a rejection. Verdicts are cached, and common answers (numbers, fractions,
 simple LaTeX, lists, tuples, intervals) are decided in the calling process by exact rational
-arithmetic (``_rational``), without sympy.
+arithmetic (``_exact_path``) or in floats with error bounds (``_float_path``), without sympy.
 
 Labeled suites: ``tests/suites/math.jsonl`` and ``tests/suites/math_forms.jsonl`` (demanded forms;
 ``verigym verifier-bench --grader math``).
 
-Inside: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up), ``_parse`` (the parser:
-string to value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence),
-``_check`` (one full check), ``_rational`` (the exact fast path), ``_rules`` (the rules both paths
-share: extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode`` (mode
-names), ``_reader`` (the own LaTeX reader, no sympy), ``_fast`` (its code on sympy: LaTeX to sympy
-without the slow ANTLR parser), ``_floats`` (float evaluation for numeric sampling), ``_sampled`` and
-``_bounded`` (the float path: expressions, lists, tuples, sets, matrices and named values compared
-in floats with error bounds, no sympy; ``_sampledexpr`` one expression, ``_sampledcmp`` the values'
-comparison, ``_intervals`` unions of intervals), ``_exactnum`` (exact numbers and the decimal rules
-of the exact path), ``_text`` (answers that are text on both sides, no sympy), ``_prose`` (prose
-references), ``_forms`` (the demanded form: phrases, rules, combination), ``_written`` and
-``_writtenrules`` (how an answer is written, and the form rules on it), ``_rounding`` (the
-reference rounded to demanded places), ``_worker`` (the timeout worker pool), ``_grader`` (the
-public functions re-exported here).
+Inside, by evaluation path (each a private subpackage; ``_equivalence`` holds the public functions
+re-exported here and decides which path answers):
+
+- ``_shared``: what every path shares: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up),
+  ``_rules`` (extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode``
+  (mode names), ``_reader`` (the own LaTeX reader, no sympy), ``_prose`` (prose references);
+- ``_demanded``: the form a question demands: ``_forms`` (phrases, rules, combination), ``_written``
+  and ``_writtenrules`` (how an answer is written, and the form rules on it), ``_rounding`` (the
+  reference rounded to demanded places);
+- ``_exact_path``: in-process, exact, no sympy: ``_rational`` (exact rational arithmetic),
+  ``_exactnum`` (exact numbers and their decimal rules), ``_text`` (answers that are text on both
+  sides);
+- ``_float_path``: in-process, sampled in floats with error bounds, no sympy: ``_sampled`` (expressions,
+  lists, tuples, sets, matrices and named values), ``_sampledexpr`` (one expression),
+  ``_sampledcmp`` (the values' comparison), ``_intervals`` (unions of intervals), ``_bounded``
+  (bounded floats);
+- ``_sympy_path``: the full check in a timeout worker: ``_check`` (one full check), ``_parse`` (string to
+  value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence), ``_fast``
+  (LaTeX to sympy without the slow ANTLR parser), ``_floats`` (float evaluation for numeric
+  sampling), ``_worker`` (the timeout worker pool).
+
+The old flat module paths (``verigym.graders.math._check``, ``._grader``, ...) that tests and
+benchmarks imported still work, with a ``DeprecationWarning``, until verigym 0.3.
 """
 
-from verigym.graders.math import _grader
-from verigym.graders.math._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
-from verigym.graders.math._mode import MODES, parse_mode
+from verigym.graders.math import _equivalence
+from verigym.graders.math._equivalence import *  # noqa: F403 (the family's names, listed once in _equivalence.__all__)
+from verigym.graders.math._shared._mode import MODES, parse_mode
 
 __all__ = ["MODES", "parse_mode"]
-__all__ += _grader.__all__
+__all__ += _equivalence.__all__

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from verigym.graders.math._bounded import NAMES, Bounded, Unsure
-from verigym.graders.math._exactnum import Defer, Num
-from verigym.graders.math._exactnum import scalar_eq as scalar_eq_exact
-from verigym.graders.math._reader import Reading
+from verigym.graders.math._exact_path._exactnum import Defer, Num
+from verigym.graders.math._exact_path._exactnum import scalar_eq as scalar_eq_exact
+from verigym.graders.math._float_path._bounded import NAMES, Bounded, Unsure
+from verigym.graders.math._shared._reader import Reading
 
 __all__ = ["PARAMS", "Expr", "compiled", "expr_eq", "points", "scalar_eq"]
 

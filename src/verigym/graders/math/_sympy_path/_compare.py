@@ -14,10 +14,19 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._numeric import PARAMS, close, expr_eq, num, point_value, points, sample, scalar_eq
-from verigym.graders.math._prose import prose_sign, prose_value, says
-from verigym.graders.math._rules import flat, matrix_eq, multiset_eq, seq_eq
-from verigym.graders.math._values import (
+from verigym.graders.math._shared._prose import prose_sign, prose_value, says
+from verigym.graders.math._shared._rules import flat, matrix_eq, multiset_eq, seq_eq
+from verigym.graders.math._sympy_path._numeric import (
+    PARAMS,
+    close,
+    expr_eq,
+    num,
+    point_value,
+    points,
+    sample,
+    scalar_eq,
+)
+from verigym.graders.math._sympy_path._values import (
     Eqn,
     Group,
     Mat,

@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
-from verigym.graders.math._norm import Decor, split_decor, split_top
-from verigym.graders.math._rules import (
+from verigym.graders.math._shared._norm import Decor, split_decor, split_top
+from verigym.graders.math._shared._rules import (
     IN_PREFIX,
     NUM_RE,
     approx_side,
@@ -31,7 +31,7 @@ from verigym.graders.math._rules import (
     strip_answer,
     strip_item,
 )
-from verigym.graders.math._values import (
+from verigym.graders.math._sympy_path._values import (
     Eqn,
     Group,
     Mat,

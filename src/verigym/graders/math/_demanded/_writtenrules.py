@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from math import gcd
 
-from verigym.graders.math._written import Node
+from verigym.graders.math._demanded._written import Node
 
 __all__ = ["check_written"]
 

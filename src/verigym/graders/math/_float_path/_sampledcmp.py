@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verigym.graders.math._bounded import Unsure
-from verigym.graders.math._intervals import End, Piece, interval, pieces_eq, point, union
-from verigym.graders.math._reader import read
-from verigym.graders.math._rules import flat, matrix_eq, multiset_eq, seq_eq
-from verigym.graders.math._sampledexpr import Expr, expr_eq, scalar_eq
+from verigym.graders.math._float_path._bounded import Unsure
+from verigym.graders.math._float_path._intervals import End, Piece, interval, pieces_eq, point, union
+from verigym.graders.math._float_path._sampledexpr import Expr, expr_eq, scalar_eq
+from verigym.graders.math._shared._reader import read
+from verigym.graders.math._shared._rules import flat, matrix_eq, multiset_eq, seq_eq
 
 __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
-from verigym.graders.math._rules import Written, decimal_match, digits
+from verigym.graders.math._shared._rules import Written, decimal_match, digits
 
 __all__ = ["Defer", "Num", "literal", "scalar_eq"]
 
