@@ -125,7 +125,7 @@ def test_bad_mcp_is_one_line_exit_2(model: str, tmp_path: Path) -> None:
 
 
 def test_train_config_tools_mcp_reaches_every_tool_env(tmp_path: Path) -> None:
-    from verigym.envs.extras import close_servers
+    from verigym.envs.prepare import close_servers
     from verigym.envs.registry import EnvError
     from verigym.train.config import load_config
     from verigym.train.rl import load_envs

@@ -67,6 +67,8 @@ SHIMS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     "verigym.policies.chat": ("0.3", dict.fromkeys(_CHAT_NAMES, _CHAT)),
     "verigym.policies.lora": ("0.3", dict.fromkeys(("AS_IS", "AdapterMixin", "base_model"), _LORA)),
+    "verigym.envs.extras": ("0.3", _moved("verigym.envs.prepare")),
+    "verigym.graders.judge._grader": ("0.3", _moved("verigym.graders.judge._rubric_judge")),
     **{
         f"{_MATH}.{old}": ("0.3", _moved(f"{_MATH}.{new}", extra))
         for old, (new, extra) in _MATH_MOVES.items()

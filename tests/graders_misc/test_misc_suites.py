@@ -80,7 +80,7 @@ def test_errors_are_counted_apart_from_wrong_verdicts() -> None:
 
 
 def test_judge_bench_garbage_judge_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    judge = importlib.import_module("verigym.graders.judge._grader")
+    judge = importlib.import_module("verigym.graders.judge._rubric_judge")
     monkeypatch.setattr(judge, "quoted_phrase_verdict", lambda messages: "I think so, maybe.")
     line = _load("judge")[0]
     with pytest.raises(judge.JudgeError, match="unparseable"):

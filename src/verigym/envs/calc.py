@@ -30,7 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import choice_arg, int_arg
+from verigym.envs._args import choice_arg, int_arg
 from verigym.envs.arithmetic import evaluate, parse_integer
 from verigym.envs.datasets import procedural_tasks
 from verigym.envs.registry import EnvArgError

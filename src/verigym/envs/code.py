@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from verigym.envs._collection import choice_arg
+from verigym.envs._args import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.data.code_problems import TIER1
 from verigym.envs.data.code_problems_hard import TIER2, TIER3

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verigym.envs._collection import choice_arg
+from verigym.envs._args import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import HandsOutTasks

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym._files import read_jsonl
-from verigym.envs._collection import choice_arg
+from verigym.envs._args import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import HandsOutTasks

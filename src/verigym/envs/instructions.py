@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import choice_arg, int_arg
+from verigym.envs._args import choice_arg, int_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.procedural import ProceduralEnv
 from verigym.graders.instructions import check_instruction, instructions_rubric

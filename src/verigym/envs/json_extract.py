@@ -33,7 +33,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from verigym.envs._collection import int_arg
+from verigym.envs._args import int_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.procedural import ProceduralEnv
 from verigym.graders.schema import fields_grader, schema_grader

@@ -39,7 +39,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import int_arg
+from verigym.envs._args import int_arg
 from verigym.envs._repo_fix_bench import SUITE_FIELDS, replay_verdict
 from verigym.envs._repo_fix_graders import (
     CHANGELOG,

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.envs._collection import int_arg
+from verigym.envs._args import int_arg
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.tool import ToolEnv
 from verigym.graders.format import extract_answer_line, strip_think

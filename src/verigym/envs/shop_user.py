@@ -21,7 +21,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from verigym.envs._collection import int_arg
+from verigym.envs._args import int_arg
 from verigym.envs._shop_db import SHOP_TOOLS, make_db
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError

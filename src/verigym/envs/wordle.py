@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from verigym.envs._collection import int_arg
+from verigym.envs._args import int_arg
 from verigym.envs.base import MultiTurnEnv
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError

@@ -14,7 +14,7 @@ The steps, in order:
    ``base_url`` is set);
 2. the environment: a name from the registry with ``env_args`` (``verigym.load_env``), or an instance;
    a pretrained in-process model gets the environment's ``real_model_args`` (recorded in the config);
-3. the config's cheating penalties and MCP tools are added (``verigym.envs.extras.prepare_env``);
+3. the config's cheating penalties and MCP tools are added (``verigym.envs.prepare.prepare_env``);
 4. the tasks (``num_tasks``, ``seed``, ``split``); none is an error;
 5. the policy: a ``Policy`` used as given; a ``ModelSpec`` through ``make_policy``; else the config's
    ``policy="oracle"``/``"null"`` (the environment's own) or its model fields (``model``, ``base_url``,
@@ -212,7 +212,7 @@ async def aevaluate(
     module doc for the steps; raises ``EvalSetupError`` (and ``ConfigError``/``StoreError`` for an
     ``out`` that holds another run's results).
     """
-    from verigym.envs.extras import close_servers, prepare_env
+    from verigym.envs.prepare import close_servers, prepare_env
     from verigym.envs.registry import EnvError
 
     config = _options(env, model, config, env_args, out, options)

@@ -17,7 +17,7 @@ sample, so ``verigym eval`` reports per detector how often it fired (``summary.j
 ``penalties``) and ``verigym train`` logs ``penalty/NAME`` in ``metrics.jsonl``. A detector that
 errors (a judge that is down) is recorded and masked: never rewarded, never penalised. The
 detectors are those of ``verigym.graders.hacking``; ``verigym eval --penalty NAME[=AMOUNT]`` adds
-one from the command line. ``verigym.envs.extras.prepare_env`` puts them on an environment.
+one from the command line. ``verigym.envs.prepare.prepare_env`` puts them on an environment.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
     [[tools.mcp]]
     url = "http://127.0.0.1:8000/mcp"          # streamable HTTP: a server that is already running
 
-``verigym.envs.extras.prepare_env`` starts or reaches each server and adds its tools to a tool
+``verigym.envs.prepare.prepare_env`` starts or reaches each server and adds its tools to a tool
 environment (``ToolEnv``) next to the tools it already has.
 """
 

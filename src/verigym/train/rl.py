@@ -61,8 +61,8 @@ def run_config_path(run_dir: str | Path) -> Path | None:
 
 def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
     """Instantiate every ``[[envs]]`` entry through the registry, with the config's
-    ``[[rubric.penalties]]`` and ``[[tools.mcp]]`` added (``verigym.envs.extras``)."""
-    from verigym.envs.extras import prepare_env
+    ``[[rubric.penalties]]`` and ``[[tools.mcp]]`` added (``verigym.envs.prepare``)."""
+    from verigym.envs.prepare import prepare_env
     from verigym.envs.registry import load_env
 
     out = []

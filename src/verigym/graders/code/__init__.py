@@ -22,11 +22,11 @@ Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.san
 log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker per candidate),
 ``_worker`` + ``_codec`` (the stdlib-only program inside the sandbox and its wire format),
 ``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``patch``
-(unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_grader`` (re-exported here).
+(unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_execution`` (the grader: the candidate run against the tests; re-exported here).
 """
 
-from verigym.graders.code import _grader
-from verigym.graders.code._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
+from verigym.graders.code import _execution
+from verigym.graders.code._execution import *  # noqa: F403 (the family's names, listed once in _execution.__all__)
 
 __all__ = []
-__all__ += _grader.__all__
+__all__ += _execution.__all__

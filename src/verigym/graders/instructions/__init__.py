@@ -11,14 +11,14 @@ Labeled suite: ``tests/suites/instructions.jsonl`` (``verigym verifier-bench --g
 
 Inside: ``_checks`` (the checkers), ``_text`` (words, sentences, keywords), ``_lang`` (language
 detection), ``_official`` (lm-eval's rules) and ``_official_nlp`` (the NLTK and langdetect models
-they call), ``_grader`` (re-exported here), ``_rubric`` (``instructions_rubric``: the rubric the
+they call), ``_verify`` (the checker table, strict/loose verification, the grader; re-exported here), ``_rubric`` (``instructions_rubric``: the rubric the
 ``instructions`` and ``ifeval`` environments share).
 """
 
-from verigym.graders.instructions import _grader
-from verigym.graders.instructions._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
+from verigym.graders.instructions import _verify
 from verigym.graders.instructions._official import OFFICIAL_CHECKERS, check_official, official_loose_variants
 from verigym.graders.instructions._rubric import instructions_rubric
+from verigym.graders.instructions._verify import *  # noqa: F403 (the family's names, listed once in _verify.__all__)
 
 __all__ = ["OFFICIAL_CHECKERS", "check_official", "instructions_rubric", "official_loose_variants"]
-__all__ += _grader.__all__
+__all__ += _verify.__all__

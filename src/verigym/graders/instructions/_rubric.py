@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from verigym.graders.format import strip_think
-from verigym.graders.instructions._grader import (
+from verigym.graders.instructions._verify import (
     CheckerKind,
     Mode,
     _check_args,

@@ -9,12 +9,12 @@ unparseable answer is retried once, then an error, never a 0. ``evaluate_judge``
 Labeled suite: ``tests/suites/judge.jsonl`` (``verigym verifier-bench --grader judge``; judged by a
 deterministic scripted judge, ``quoted_phrase_verdict``).
 
-Inside: ``_rubric`` (rubric trees and scoring), ``_eval`` (agreement metrics), ``_grader``
-(re-exported here).
+Inside: ``_rubric`` (rubric trees and scoring), ``_eval`` (agreement metrics), ``_rubric_judge``
+(the judge's prompts, verdict parsing and cache, the grader; re-exported here).
 """
 
-from verigym.graders.judge import _grader
-from verigym.graders.judge._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
+from verigym.graders.judge import _rubric_judge
+from verigym.graders.judge._rubric_judge import *  # noqa: F403 (the family's names, listed once in _rubric_judge.__all__)
 
 __all__ = []
-__all__ += _grader.__all__
+__all__ += _rubric_judge.__all__

@@ -8,11 +8,11 @@ normalised unless ``normalise_strings=False``, extra keys ignored unless ``exact
 
 Labeled suite: ``tests/suites/schema.jsonl`` (``verigym verifier-bench --grader schema``).
 
-Inside: ``_parse`` (the format parsers), ``_grader`` (re-exported here).
+Inside: ``_parse`` (the format parsers), ``_validation`` (schema validation, field scores and their graders; re-exported here).
 """
 
-from verigym.graders.schema import _grader
-from verigym.graders.schema._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
+from verigym.graders.schema import _validation
+from verigym.graders.schema._validation import *  # noqa: F403 (the family's names, listed once in _validation.__all__)
 
 __all__ = []
-__all__ += _grader.__all__
+__all__ += _validation.__all__

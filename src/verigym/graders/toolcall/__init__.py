@@ -10,11 +10,11 @@ actions on a fresh state and compare canonical hashes with the agent's final sta
 Labeled suite: ``tests/suites/toolcall.jsonl`` (``verigym verifier-bench --grader toolcall``;
 ``kind`` ``ast`` | ``state`` | ``outputs``).
 
-Inside: ``_ast_match`` (call matching and type checks), ``_grader`` (re-exported here).
+Inside: ``_ast_match`` (call matching and type checks), ``_modes`` (the grader of each mode, replay and state hashing; re-exported here).
 """
 
-from verigym.graders.toolcall import _grader
-from verigym.graders.toolcall._grader import *  # noqa: F403 (the family's names, listed once in _grader.__all__)
+from verigym.graders.toolcall import _modes
+from verigym.graders.toolcall._modes import *  # noqa: F403 (the family's names, listed once in _modes.__all__)
 
 __all__ = []
-__all__ += _grader.__all__
+__all__ += _modes.__all__

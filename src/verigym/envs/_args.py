@@ -1,7 +1,6 @@
-"""Shared pieces of the built-in environment collection: one-line checks of environment arguments.
-
-(Oracles are handed their task by ``envs.procedural``: ``task_oracle`` and ``HandsOutTasks``
-replaced the ``TaskBook`` / ``lookup_oracle`` that used to live here.)
+"""One-line checks of the built-in environments' arguments: ``int_arg`` (an integer in a range)
+and ``choice_arg`` (one of a list), each raising ``EnvArgError`` with the environment's and the
+argument's name. (Was ``envs/_collection.py``; oracles are handed their task by ``envs.procedural``.)
 """
 
 from __future__ import annotations
