@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(
             None,
             "--steps",
-            help="RL steps (default 100; 60 with --env calc; 40 with --model; 30 with --env calc --model).",
+            help="RL steps (default 100; 60 with --env calc; 40 with --model; 20 with --env calc --model).",
         ),
         threads: int | None = typer.Option(
             None,
