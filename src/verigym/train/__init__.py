@@ -5,6 +5,8 @@
 - ``distill``: on-policy distillation (a teacher scores the student's samples; ``[rl.distill]``).
 - ``advantages`` / ``losses`` / ``shaping``: the pure numerics (advantage estimators, policy losses and
   aggregations, KL, entropy control, Clip-Cov/KL-Cov, length shaping of rewards).
+- ``loss_registry``: each policy loss registered with its typed options (``rl.loss``); the update
+  dispatches through it.
 - ``group_filters``: which groups a batch keeps (dynamic sampling) and which tasks it samples
   (``DifficultyTracker``); ``sampling`` is their old path (until 0.3).
 - ``samples``: token ids + loss mask + sampling logprobs of a trajectory (token in, token out).

@@ -21,6 +21,7 @@ from verigym.train import losses as L
 from verigym.train import packing
 from verigym.train._forward import Forward, forward_logprobs, forward_rows
 from verigym.train.config import RLConfig
+from verigym.train.loss_registry import LossInputs, get_loss
 from verigym.train.samples import Row, collate
 
 __all__ = [
@@ -148,6 +149,7 @@ def policy_update(
     if state.entropy is not None:
         entropy_coef = state.entropy.coef(state.last_nll)
     want_entropy_grad = entropy_coef != 0.0
+    loss_fn = get_loss(cfg.loss)  # the registered loss (train.loss_registry); unknown names fail here
     keep_logits = distill is not None and distill.wants_logits
     sums: dict[str, float] = {}
     tokens_seen = 0.0
@@ -190,25 +192,7 @@ def policy_update(
                 if distill is not None:  # + c(step)·A^KD_t per token (reverse KL); as is for JSD
                     fwd.adv = distill.token_advantages(fwd, part)
                 logp, ent, m, old, adv = fwd.logp, fwd.ent, fwd.mask, fwd.old, fwd.adv
-                if cfg.loss == "ppo":
-                    pl = L.ppo_clip_loss(
-                        logp,
-                        old,
-                        adv,
-                        eps_low=cfg.eps_low,
-                        eps_high=cfg.eps_high,
-                        dual_clip=cfg.dual_clip,
-                        delta=cfg.delta,
-                    )
-                elif cfg.loss == "gspo":
-                    pl = L.gspo_loss(logp, old, adv, m, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
-                elif cfg.loss == "clip_cov":
-                    pl = L.clip_cov_loss(
-                        logp, old, adv, m, eps_low=cfg.eps_low, eps_high=cfg.eps_high, clip_ratio=cfg.clip_cov_ratio,
-                        cov_lb=cfg.clip_cov_lb, cov_ub=cfg.clip_cov_ub, generator=state.generator,
-                    )  # fmt: skip
-                else:
-                    pl = L.kl_cov_loss(logp, old, adv, m, k_ratio=cfg.kl_cov_ratio, beta=cfg.kl_cov_beta)
+                pl = loss_fn(LossInputs(logp, old, adv, m, state.generator), cfg.loss_options)
                 per_token = pl.per_token
                 if "is_weight" in part[0].meta:  # importance weights of off-policy samples (verigym.scale)
                     per_token = per_token * fwd.align([r.meta["is_weight"] for r in part])

@@ -34,6 +34,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -46,7 +47,16 @@ from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
 from verigym.train.exploration import DEFAULT_GUIDES
-from verigym.train.losses import Aggregation, PolicyLossKind
+from verigym.train.loss_registry import (
+    DEFAULT_LOSS,
+    LossOptions,
+    PPOOptions,
+    get_loss,
+    loss_options,
+    normalize_loss,
+    table_keys,
+)
+from verigym.train.losses import Aggregation
 from verigym.train.ranking import Ranking
 
 __all__ = [
@@ -227,12 +237,9 @@ class RLConfig(_Strict):
     # relative ranking on the grader vector (train.ranking); "none": the weighted reward
     ranking: Ranking = "none"
     ranking_priority: list[str] = []  # lexicographic order of graders (the rest: by weight)
-    # loss
-    loss: PolicyLossKind = "ppo"
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    dual_clip: float | None = None
-    delta: float | None = None
+    # loss: a registered loss and its own options (train.loss_registry: the table or flat keys)
+    loss: str = DEFAULT_LOSS
+    loss_options: SerializeAsAny[LossOptions] = Field(default_factory=PPOOptions)
     aggregation: Aggregation = "seq-mean-token-mean"
     kl_beta: Annotated[float, Field(ge=0)] = 0.0
     entropy_coef: float = 0.0
@@ -240,11 +247,6 @@ class RLConfig(_Strict):
     entropy_target: float = 0.2
     entropy_delta: float = 1e-4
     entropy_coef_max: float = 0.005
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-3
-    kl_cov_beta: float = 1.0
     # optimisation
     lr: Annotated[float, Field(gt=0)] = 1e-3
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
@@ -281,14 +283,37 @@ class RLConfig(_Strict):
     queue_size: Annotated[int, Field(gt=0)] = 1
     eval_every: Annotated[int, Field(ge=0)] = 0
 
+    @model_validator(mode="before")
+    @classmethod
+    def _loss_table(cls, data: Any) -> Any:
+        return normalize_loss(data, reserved=set(cls.model_fields)) if isinstance(data, dict) else data
+
+    @field_validator("loss")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        get_loss(value)  # an unregistered name is an error here, not a fallback at the update
+        return value
+
+    @field_validator("loss_options", mode="before")
+    @classmethod
+    def _options(cls, value: Any, info: ValidationInfo) -> Any:
+        # the loss's own model; when the loss name failed, its error is the one reported
+        return loss_options(info.data["loss"], value) if "loss" in info.data else LossOptions()
+
+    @property
+    def eps_low(self) -> float | None:
+        """The loss's lower clip range (``loss_options.eps_low``; None for a loss without one)."""
+        return getattr(self.loss_options, "eps_low", None)
+
+    @property
+    def eps_high(self) -> float | None:
+        """The loss's upper clip range (``loss_options.eps_high``; None for a loss without one)."""
+        return getattr(self.loss_options, "eps_high", None)
+
     @model_validator(mode="after")
     def _check(self) -> RLConfig:
         if not 0 <= self.difficulty_low <= self.difficulty_high <= 1:
             raise ValueError("difficulty_low ≤ difficulty_high must lie in [0, 1]")
-        if self.delta is not None and self.delta <= 1 + self.eps_high:
-            raise ValueError("delta must exceed 1 + eps_high")
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ValueError("dual_clip must exceed 1")
         gv = self.group_variants
         if gv is not None and gv.total > self.group_size:
             raise ValueError(
@@ -450,7 +475,8 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
             raise ConfigError(
                 f"{source}: rl.preset: unknown preset {preset!r}; choose one of {sorted(PRESETS)}"
             )
-        merged = {**PRESETS[preset], **rl, "preset": preset}
+        given = table_keys(rl)  # loss options the file gives in a table beat the preset's flat keys
+        merged = {**{k: v for k, v in PRESETS[preset].items() if k not in given}, **rl, "preset": preset}
         for key, value in PRESETS[preset].items():  # a preset's sub-table and the file's merge
             if isinstance(value, dict) and isinstance(rl.get(key), dict):
                 merged[key] = {**value, **rl[key]}
