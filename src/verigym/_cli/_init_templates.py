@@ -34,7 +34,9 @@ ENV = '''"""The ``{name}`` environment: reverse a word (a template to replace wi
 
 Task: a seeded random word; the model must answer it reversed. Harness: single turn.
 Grader: ``correct`` (exact match of the last line, whitespace-trimmed). Difficulty:
-``length`` (letters per word). Oracle: answers the reversed word; null: answers nothing.
+``length`` (letters per word). Tasks: ``ProceduralEnv`` draws ``size`` of them from ``generate``
+(seeded; train and test never share a prompt). Oracle: answers the reversed word; null: answers
+nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import random
 import string
 
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
@@ -59,7 +61,7 @@ def correct(task: Task, trajectory: Trajectory) -> Grade:
     return Grade(score=float(got == task.answer), detail=f"expected {{task.answer!r}}, got {{got[:40]!r}}")
 
 
-class {cls}(SingleTurnEnv):
+class {cls}(ProceduralEnv, SingleTurnEnv):
     """Reverse a word (replace with your task)."""
 
     name = "{name}"
@@ -72,14 +74,14 @@ class {cls}(SingleTurnEnv):
         self.size = size
         super().__init__(rubric=Rubric([Grader(correct, name="correct")]))
 
-    def _generate(self, rng: random.Random) -> Task:
+    @property
+    def task_name(self) -> str:  # part of every task's seed and id
+        return "{name}-l{{}}".format(self.length)
+
+    def generate(self, rng: random.Random) -> Task:
         word = "".join(rng.choice(string.ascii_lowercase) for _ in range(self.length))
         text = f"Reverse the word {{word}}. Answer with the reversed word only."
         return Task(id="", prompt=(Message(role="user", content=text),), answer=word[::-1])
-
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        count = self.size if n is None else n
-        return procedural_tasks(self._generate, count, seed=seed, split=split, name="{name}-l{{}}".format(self.length))
 
     def oracle_policy(self) -> Policy:
         def solve(messages: list[Message]) -> str:
@@ -116,7 +118,7 @@ verigym eval {name} --base-url http://localhost:8000/v1 --model MODEL -n 50
 pytest                      # runs the same check
 ```
 
-Edit `src/{package}/env.py`: generate tasks in `_generate`, grade them in `correct`, keep
+Edit `src/{package}/env.py`: generate tasks in `generate`, grade them in `correct`, keep
 `oracle_policy()` able to solve every task and `null_policy()` scoring ~0, so a broken
 verifier cannot hide.
 """

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.graders.format import extract_answer_line, extract_boxed, strip_think
 from verigym.policies.base import Policy
@@ -156,7 +156,7 @@ def _int_arg(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
-class ArithmeticEnv(SingleTurnEnv):
+class ArithmeticEnv(ProceduralEnv, SingleTurnEnv):
     """Integer arithmetic with difficulty levels 1-5 (digits, terms, operations); exact answers."""
 
     name = "arithmetic"
@@ -190,7 +190,8 @@ class ArithmeticEnv(SingleTurnEnv):
         self.verbose = verbose
         self.size = _int_arg("size", size, 1, 10**9)
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
+        """``terms`` operands of ``digits`` digits joined by ``ops``, and its exact value."""
         low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
         operands = [rng.randint(low, 10**self.digits - 1) for _ in range(self.terms)]
         ops = [rng.choice(self.ops) for _ in range(self.terms - 1)]
@@ -203,12 +204,11 @@ class ArithmeticEnv(SingleTurnEnv):
         answer = evaluate(operands, ops)
         return Task(id="", prompt=(Message(role="user", content=text),), answer=str(answer))
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        """The first ``n`` (default ``size``) tasks of ``split`` (train/test, disjoint) under ``seed``."""
-        count = self.size if n is None else n
+    @property
+    def task_name(self) -> str:
+        """``arithmetic-d{digits}t{terms}{ops}``: the task stream (``ProceduralEnv.tasks``)."""
         codes = "".join({"+": "a", "-": "s", "*": "m"}[o] for o in self.ops)
-        name = f"arithmetic-d{self.digits}t{self.terms}{codes}"
-        return procedural_tasks(self._generate, count, seed=seed, split=split, name=name)
+        return f"arithmetic-d{self.digits}t{self.terms}{codes}"
 
     def oracle_policy(self) -> Policy:
         """Answers every prompt exactly (computed from the expression it shows)."""

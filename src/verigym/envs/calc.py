@@ -32,7 +32,7 @@ from typing import Any
 
 from verigym.envs._args import choice_arg, int_arg
 from verigym.envs.arithmetic import evaluate, parse_integer
-from verigym.envs.datasets import procedural_tasks
+from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv
 from verigym.policies.base import Policy
@@ -102,7 +102,7 @@ def _asked(task: Task) -> str | None:
     return None if found is None else found.group(0)
 
 
-class CalcEnv(ToolEnv):
+class CalcEnv(ProceduralEnv, ToolEnv):
     """Multiply two numbers through the ``calc`` tool and copy its result into the answer."""
 
     name = "calc"
@@ -138,7 +138,8 @@ class CalcEnv(ToolEnv):
             return [{"name": t.name} for t in self.tools]
         return super().tool_schemas()
 
-    def _generate(self, rng: random.Random) -> Task:
+    def generate(self, rng: random.Random) -> Task:
+        """``a*b`` with two ``digits``-digit numbers (bare ``a*b=``, or a sentence when ``verbose``)."""
         low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
         a, b = rng.randint(low, 10**self.digits - 1), rng.randint(low, 10**self.digits - 1)
         expr = f"{a}*{b}"
@@ -148,10 +149,10 @@ class CalcEnv(ToolEnv):
             text = f"{expr}="
         return Task(id="", prompt=(Message(role="user", content=text),), answer=str(a * b))
 
-    def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        """The first ``n`` (default ``size``) tasks of ``split`` (train/test, disjoint) under ``seed``."""
-        count = self.size if n is None else n
-        return procedural_tasks(self._generate, count, seed=seed, split=split, name=f"calc-d{self.digits}")
+    @property
+    def task_name(self) -> str:
+        """``calc-d{digits}``: the task stream (``ProceduralEnv.tasks``: ``size`` tasks, disjoint splits)."""
+        return f"calc-d{self.digits}"
 
     def oracle_policy(self) -> Policy:
         """Calls ``calc`` on the prompt's expression, then answers with the result."""
