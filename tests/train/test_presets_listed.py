@@ -1,6 +1,6 @@
 """Preset names are data (``train.config.PRESETS``); every place that lists them for a reader says the
-same names (issue 25 item 3): ``verigym train --preset``'s help, the ``train`` package map and the
-config module's preset notes."""
+same names (issue 25 item 3): ``verigym train --preset``'s help (made from them by
+``train.presets.preset_help``), the ``train`` package map and the config module's preset notes."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import verigym.train
 import verigym.train.config as config
 from verigym.cli import app
 from verigym.train.config import PRESETS
+from verigym.train.presets import preset_help
 
 
 def _named(text: str) -> set[str]:
@@ -28,6 +29,7 @@ def _preset_help() -> str:
 def test_every_preset_is_in_the_cli_help() -> None:
     assert isinstance(app, typer.Typer)
     assert _named(_preset_help()) == set(PRESETS)
+    assert _preset_help() == preset_help()  # made from the data, not written by hand
 
 
 def test_every_preset_is_in_the_package_map_and_the_config_notes() -> None:

@@ -147,6 +147,7 @@ def _apply_scale_flags(
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``sft``."""
+    from verigym.train.presets import preset_help  # data only: no torch at CLI start
 
     @app.command()
     def train(
@@ -162,8 +163,7 @@ def register(app: typer.Typer) -> None:
         preset: str = typer.Option(
             None,
             "--preset",
-            help="RL preset: grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo, opd "
-            "(DAPO + on-policy distillation; set rl.distill.teacher).",
+            help=preset_help(),  # made from train.presets.PRESETS
         ),
         steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
         out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),

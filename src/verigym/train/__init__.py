@@ -1,7 +1,7 @@
 """Training: a light SFT warm-up, then RL with the GRPO family and the seed lectures' recipes.
 
-- ``config``: the TOML config, presets (grpo, dr_grpo, dapo, opo, skywork, lead, clip_cov, kl_cov, gspo,
-  opd).
+- ``config``: the TOML config; ``presets``: the RL presets as data (grpo, dr_grpo, dapo, opo, skywork,
+  lead, clip_cov, kl_cov, gspo, opd), from which ``verigym train --preset``'s help is made.
 - ``distill``: on-policy distillation (a teacher scores the student's samples; ``[rl.distill]``).
 - ``advantages`` / ``losses`` / ``shaping``: the pure numerics (advantage estimators, policy losses and
   aggregations, KL, entropy control, Clip-Cov/KL-Cov, length shaping of rewards).
@@ -17,15 +17,50 @@
 - ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).
 - The hooks ``verigym.scale`` builds on: ``forward_logprobs`` (the current policy's per-token
   logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here.
+
+The names here are imported when first asked for (``verigym.train.presets`` loads no torch).
 """
 
-from verigym.train._update import forward_logprobs, set_training
-from verigym.train.config import PRESETS, TrainConfig, build_config, load_config
-from verigym.train.pipeline import run_sft, run_train
-from verigym.train.quickstart import quickstart, quickstart_config
-from verigym.train.rewards import Group, Sample, StepBatch
-from verigym.train.rl import RLTrainer
-from verigym.train.sft import sft_train
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from verigym.train._update import forward_logprobs, set_training
+    from verigym.train.config import TrainConfig, build_config, load_config
+    from verigym.train.pipeline import run_sft, run_train
+    from verigym.train.presets import PRESETS
+    from verigym.train.quickstart import quickstart, quickstart_config
+    from verigym.train.rewards import Group, Sample, StepBatch
+    from verigym.train.rl import RLTrainer
+    from verigym.train.sft import sft_train
+
+# Lazy: ``import verigym.train.presets`` (the CLI's --preset help) loads no torch; each name below
+# imports its module when first asked for.
+_LAZY = {
+    "forward_logprobs": "verigym.train._update",
+    "set_training": "verigym.train._update",
+    "TrainConfig": "verigym.train.config",
+    "build_config": "verigym.train.config",
+    "load_config": "verigym.train.config",
+    "run_sft": "verigym.train.pipeline",
+    "run_train": "verigym.train.pipeline",
+    "PRESETS": "verigym.train.presets",
+    "quickstart": "verigym.train.quickstart",
+    "quickstart_config": "verigym.train.quickstart",
+    "Group": "verigym.train.rewards",
+    "Sample": "verigym.train.rewards",
+    "StepBatch": "verigym.train.rewards",
+    "RLTrainer": "verigym.train.rl",
+    "sft_train": "verigym.train.sft",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'verigym.train' has no attribute {name!r}")
+
 
 __all__ = [
     "PRESETS",

@@ -4,8 +4,8 @@ pydantic, with named RL presets and ``section.key=value`` overrides.
 Unknown keys are errors naming the key. An ``[rl]`` table's ``preset`` supplies defaults; keys
 written in the file override the preset, and overrides (CLI flags) override both.
 
-Presets (formulas and papers in ``losses.py`` / ``advantages.py`` / ``shaping.py`` /
-``group_filters.py``):
+Presets (the data in ``presets.py``; formulas and papers in ``losses.py`` / ``advantages.py`` /
+``shaping.py`` / ``group_filters.py``):
 ``grpo`` (DeepSeekMath: group std, seq-mean-token-mean, β=0.04), ``dr_grpo`` (no std, constant
 normaliser), ``dapo`` (clip-higher 0.2/0.28, dynamic sampling, token-mean, soft overlong, no KL),
 ``opo`` (length-weighted baseline, exact on-policy), ``skywork`` (adaptive entropy), ``lead``
@@ -34,7 +34,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializeAsAny,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -46,17 +45,10 @@ from verigym.graders.penalties import RubricSpec
 from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
-from verigym.train.exploration import DEFAULT_GUIDES
-from verigym.train.loss_registry import (
-    DEFAULT_LOSS,
-    LossOptions,
-    PPOOptions,
-    get_loss,
-    loss_options,
-    normalize_loss,
-    table_keys,
-)
+from verigym.train.exploration import GroupVariantsConfig
+from verigym.train.loss_registry import LossConfig, table_keys
 from verigym.train.losses import Aggregation
+from verigym.train.presets import PRESETS
 from verigym.train.ranking import Ranking
 
 __all__ = [
@@ -166,25 +158,6 @@ class SFTConfig(_Strict):
     target_greedy: bool = False  # that check decodes greedily, whatever [eval] samples
 
 
-class GroupVariantsConfig(_Strict):
-    """How many of a group's ``group_size`` samples see each variant of the task (the rest see it
-    as is). ``rewriter``: ``rules`` (commute a sum's or product's operands) or ``policy`` (the
-    training policy paraphrases; kept only when every number survives); ``guides``: the guiding
-    sentences (one drawn per sample); ``tool_seeds``: tool-variant seeds to draw from (empty: a
-    fresh seed per group)."""
-
-    rewrite: Annotated[int, Field(ge=0)] = 0
-    guide: Annotated[int, Field(ge=0)] = 0
-    tool_variant: Annotated[int, Field(ge=0)] = 0
-    rewriter: Literal["rules", "policy"] = "rules"
-    guides: list[str] = list(DEFAULT_GUIDES)
-    tool_seeds: list[int] = []
-
-    @property
-    def total(self) -> int:
-        return self.rewrite + self.guide + self.tool_variant
-
-
 class DistillConfig(_Strict):
     """On-policy distillation (``train.distill``, formulas and papers there).
 
@@ -222,7 +195,10 @@ class DistillConfig(_Strict):
         return self
 
 
-class RLConfig(_Strict):
+class RLConfig(LossConfig, _Strict):
+    """The ``[rl]`` table. ``loss`` and its typed ``loss_options`` come from ``LossConfig``
+    (``train.loss_registry``: ``loss = {kind = ...}`` or the name with flat keys)."""
+
     preset: str = "grpo"
     steps: Annotated[int, Field(gt=0)] = 50
     groups_per_step: Annotated[int, Field(gt=0)] = 8
@@ -237,9 +213,7 @@ class RLConfig(_Strict):
     # relative ranking on the grader vector (train.ranking); "none": the weighted reward
     ranking: Ranking = "none"
     ranking_priority: list[str] = []  # lexicographic order of graders (the rest: by weight)
-    # loss: a registered loss and its own options (train.loss_registry: the table or flat keys)
-    loss: str = DEFAULT_LOSS
-    loss_options: SerializeAsAny[LossOptions] = Field(default_factory=PPOOptions)
+    # loss: `loss` and `loss_options`, from LossConfig (a registered loss and its typed options)
     aggregation: Aggregation = "seq-mean-token-mean"
     kl_beta: Annotated[float, Field(ge=0)] = 0.0
     entropy_coef: float = 0.0
@@ -266,9 +240,7 @@ class RLConfig(_Strict):
     difficulty_low: float = 0.0
     difficulty_high: float = 1.0
     difficulty_window: Annotated[int, Field(gt=0)] = 4
-    overlong_buffer: Annotated[float, Field(ge=0)] = (
-        0.0  # DAPO L_cache: tokens, or a fraction of max_tokens if < 1
-    )
+    overlong_buffer: Annotated[float, Field(ge=0)] = 0.0  # DAPO L_cache: tokens, or a share of max_tokens
     truncation: Literal["none", "mask", "penalty"] = "none"
     truncation_penalty: float = -1.0
     lead_length_reward: bool = False
@@ -282,33 +254,6 @@ class RLConfig(_Strict):
     # pipeline
     queue_size: Annotated[int, Field(gt=0)] = 1
     eval_every: Annotated[int, Field(ge=0)] = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _loss_table(cls, data: Any) -> Any:
-        return normalize_loss(data, reserved=set(cls.model_fields)) if isinstance(data, dict) else data
-
-    @field_validator("loss")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        get_loss(value)  # an unregistered name is an error here, not a fallback at the update
-        return value
-
-    @field_validator("loss_options", mode="before")
-    @classmethod
-    def _options(cls, value: Any, info: ValidationInfo) -> Any:
-        # the loss's own model; when the loss name failed, its error is the one reported
-        return loss_options(info.data["loss"], value) if "loss" in info.data else LossOptions()
-
-    @property
-    def eps_low(self) -> float | None:
-        """The loss's lower clip range (``loss_options.eps_low``; None for a loss without one)."""
-        return getattr(self.loss_options, "eps_low", None)
-
-    @property
-    def eps_high(self) -> float | None:
-        """The loss's upper clip range (``loss_options.eps_high``; None for a loss without one)."""
-        return getattr(self.loss_options, "eps_high", None)
 
     @model_validator(mode="after")
     def _check(self) -> RLConfig:
@@ -362,13 +307,11 @@ class LoggingConfig(_Strict):
 class ScaleConfig(_Strict):
     """Scale-out (``verigym.scale``, docs/scaling.md); the defaults train in one process."""
 
-    max_staleness: Annotated[int | None, Field(ge=0)] = (
-        None  # async off-policy: generate ≤ d steps ahead (--async)
-    )
+    # async off-policy: generate ≤ d steps ahead (--async)
+    max_staleness: Annotated[int | None, Field(ge=0)] = None
     tis_cap: Annotated[float, Field(ge=0)] = 2.0  # token-level truncated importance weight cap (0: off)
-    mask_threshold: Annotated[float, Field(ge=0)] = (
-        0.0  # mask sequences whose IS ratio leaves [1/T, T] (0: off)
-    )
+    # mask sequences whose IS ratio leaves [1/T, T] (0: off)
+    mask_threshold: Annotated[float, Field(ge=0)] = 0.0
     correct_fresh: bool = False  # also correct on-policy samples (inference/training mismatch)
     servers: list[str] = []  # OpenAI-compatible base URLs to sample from (--remote)
     weight_push: Literal["auto", "lora", "checkpoint"] = "auto"
@@ -400,50 +343,6 @@ class TrainConfig(_Strict):
     scale: ScaleConfig = Field(default_factory=lambda: ScaleConfig())
     rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]] for every env
     tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]] for every tool env
-
-
-_DAPO: dict[str, Any] = {
-    "advantage": "grpo",
-    "eps_low": 0.2,
-    "eps_high": 0.28,
-    "dynamic_sampling": True,
-    "aggregation": "token-mean",
-    "overlong_buffer": 0.2,
-    "kl_beta": 0.0,
-}
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {
-        "advantage": "grpo",
-        "scale_rewards": "group",
-        "aggregation": "seq-mean-token-mean",
-        "kl_beta": 0.04,
-    },
-    "dr_grpo": {"advantage": "dr_grpo", "aggregation": "seq-mean-token-sum-norm", "kl_beta": 0.0},
-    "dapo": dict(_DAPO),
-    "opo": {
-        "advantage": "opo",
-        "num_iterations": 1,
-        "minibatches": 1,
-        "aggregation": "token-mean",
-        "kl_beta": 0.0,
-    },
-    "skywork": {"adaptive_entropy": True, "aggregation": "token-mean", "kl_beta": 0.0},
-    "lead": {"lead_length_reward": True, "lead_difficulty": True, "kl_beta": 0.0},
-    "clip_cov": {"loss": "clip_cov", "aggregation": "token-mean", "kl_beta": 0.0},
-    "kl_cov": {"loss": "kl_cov", "aggregation": "token-mean", "kl_beta": 0.0},
-    "gspo": {
-        "loss": "gspo",
-        "eps_low": 3e-4,
-        "eps_high": 4e-4,
-        "aggregation": "seq-mean-token-mean",
-        "kl_beta": 0.0,
-    },
-    # DAPO + on-policy distillation (name a teacher) at the balance benchmarks/distill.py measured best
-    # of those that use the teacher: coefficient 1 decaying to 0 along a cosine beside the full
-    # verified advantage (it tied RL alone on the tiny task, 0.553 vs 0.553, with the smallest spread)
-    "opd": {**_DAPO, "distill": {"coef": 1.0, "schedule": "cosine", "final_coef": 0.0}},
-}
 
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -27,15 +27,17 @@ import contextlib
 import random
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from verigym.policies.base import Policy
 from verigym.types import Message, Sampling, Task
 
 __all__ = [
     "DEFAULT_GUIDES",
+    "GroupVariantsConfig",
     "guided",
     "numbers_of",
     "parameter_noise",
@@ -49,6 +51,28 @@ DEFAULT_GUIDES: tuple[str, ...] = (
     "Start from what the answer must look like, then work backwards.",
     "First restate the problem in your own words, then solve it.",
 )
+
+
+class GroupVariantsConfig(BaseModel):
+    """How many of a group's ``group_size`` samples see each variant of the task (the rest see it
+    as is). ``rewriter``: ``rules`` (commute a sum's or product's operands) or ``policy`` (the
+    training policy paraphrases; kept only when every number survives); ``guides``: the guiding
+    sentences (one drawn per sample); ``tool_seeds``: tool-variant seeds to draw from (empty: a
+    fresh seed per group)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    rewrite: Annotated[int, Field(ge=0)] = 0
+    guide: Annotated[int, Field(ge=0)] = 0
+    tool_variant: Annotated[int, Field(ge=0)] = 0
+    rewriter: Literal["rules", "policy"] = "rules"
+    guides: list[str] = list(DEFAULT_GUIDES)
+    tool_seeds: list[int] = []
+
+    @property
+    def total(self) -> int:
+        return self.rewrite + self.guide + self.tool_variant
+
 
 _EXPR = re.compile(r"\d+(?:\s*[+*]\s*\d+)+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

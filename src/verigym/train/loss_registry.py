@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from verigym.train import losses as L
 
@@ -38,6 +47,7 @@ __all__ = [
     "ClipCovOptions",
     "GSPOOptions",
     "KLCovOptions",
+    "LossConfig",
     "LossInputs",
     "LossOptions",
     "LossSpec",
@@ -239,3 +249,39 @@ register_loss("ppo", PPOOptions, _ppo)
 register_loss("gspo", GSPOOptions, _gspo)
 register_loss("clip_cov", ClipCovOptions, _clip_cov)
 register_loss("kl_cov", KLCovOptions, _kl_cov)
+
+
+class LossConfig(BaseModel):
+    """The loss fields of ``RLConfig``: ``loss``, a registered name (anything else is an error at
+    validation), and ``loss_options``, that loss's own options model, from a ``{kind = ...}``
+    table, ``loss_options`` or flat keys (``normalize_loss``)."""
+
+    loss: str = DEFAULT_LOSS
+    loss_options: SerializeAsAny[LossOptions] = Field(default_factory=PPOOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _loss_table(cls, data: Any) -> Any:
+        return normalize_loss(data, reserved=set(cls.model_fields)) if isinstance(data, dict) else data
+
+    @field_validator("loss")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        get_loss(value)  # an unregistered name is an error here, not a fallback at the update
+        return value
+
+    @field_validator("loss_options", mode="before")
+    @classmethod
+    def _options(cls, value: Any, info: ValidationInfo) -> Any:
+        # the loss's own model; when the loss name failed, its error is the one reported
+        return loss_options(info.data["loss"], value) if "loss" in info.data else LossOptions()
+
+    @property
+    def eps_low(self) -> float | None:
+        """The loss's lower clip range (``loss_options.eps_low``; None for a loss without one)."""
+        return getattr(self.loss_options, "eps_low", None)
+
+    @property
+    def eps_high(self) -> float | None:
+        """The loss's upper clip range (``loss_options.eps_high``; None for a loss without one)."""
+        return getattr(self.loss_options, "eps_high", None)
