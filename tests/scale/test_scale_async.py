@@ -107,10 +107,12 @@ def test_correction_caps_token_weights_and_masks_sequences() -> None:
         pad_id=0,
         temperature=1.0,
     )
-    assert "is_weight" in rows[0].meta and rows[0].meta["is_weight"] == [1.0] * 10
-    w1 = rows[1].meta["is_weight"]
+    assert rows[0].weights == [1.0] * 10
+    w1 = rows[1].weights
+    assert w1 is not None
     assert w1[:4] == [1.0] * 4 and all(x == 2.0 for x in w1[4:])  # ratio 4 capped at 2
-    w2 = rows[2].meta["is_weight"]
+    w2 = rows[2].weights
+    assert w2 is not None
     assert all(abs(x - 0.25) < 1e-4 for x in w2[4:])
     assert rows[1].mask == [0] * 10 and rows[2].mask == [0] * 10  # ratios 4 and 1/4 leave [1/3, 3]
     assert out["async/masked_token_share"] == pytest.approx(12 / 18)

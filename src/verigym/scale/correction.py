@@ -118,13 +118,14 @@ def correct_rows(
                 capped += w > correction.tis_cap
                 weights[i] = min(w, correction.tis_cap)
                 weight_sum += weights[i]
-            r.meta["is_weight"] = weights
+            r.weights = weights
             r.logprobs = prox  # the PPO ratio is taken against the trainer's own (proximal) policy
     if correction.tis_cap > 0:
         # policy_update needs a weight on every row of a micro-batch: 1 where nothing was corrected
         for rows, _ in samples:
             for r in rows:
-                r.meta.setdefault("is_weight", [1.0] * len(r.ids))
+                if r.weights is None:
+                    r.weights = [1.0] * len(r.ids)
     out.update(
         {
             "async/logprob_gap": gap_sum / max(tokens, 1),

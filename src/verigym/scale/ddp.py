@@ -42,7 +42,8 @@ def is_torchrun() -> bool:
 
 @dataclass
 class DistContext:
-    """This process's place in the job, and the collectives the update needs."""
+    """This process's place in the job, and the collectives the update needs (it is the update's
+    ``verigym.train.DataParallel`` hook, set as the trainer's ``state.dist``)."""
 
     rank: int
     world: int
@@ -131,7 +132,7 @@ def use_torchrun(trainer: Any, ctx: DistContext) -> None:
     with torch.no_grad():  # start from rank 0's weights, whatever each process built
         for p in trainer.model.parameters():
             dist.broadcast(p.data, src=0, group=ctx.grads_group)
-    trainer.state.extra["dist"] = ctx
+    trainer.state.dist = ctx  # the update's data-parallel hook (train's UpdateState.dist)
     if ctx.strategy == "fsdp":
         _shard_model(trainer, ctx)
     produce = trainer.producer.produce

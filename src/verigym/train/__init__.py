@@ -16,7 +16,9 @@
 - ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``.
 - ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).
 - The hooks ``verigym.scale`` builds on: ``forward_logprobs`` (the current policy's per-token
-  logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here.
+  logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here;
+  ``samples.Row.weights`` (per-token loss weights: importance correction) and the trainer's
+  ``state.dist`` (a ``DataParallel``: data parallelism under torchrun).
 
 The names here are imported when first asked for (``verigym.train.presets`` loads no torch).
 """
@@ -24,7 +26,7 @@ The names here are imported when first asked for (``verigym.train.presets`` load
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verigym.train._update import forward_logprobs, set_training
+    from verigym.train._update import DataParallel, forward_logprobs, set_training
     from verigym.train.config import TrainConfig, build_config, load_config
     from verigym.train.pipeline import run_sft, run_train
     from verigym.train.presets import PRESETS
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 # Lazy: ``import verigym.train.presets`` (the CLI's --preset help) loads no torch; each name below
 # imports its module when first asked for.
 _LAZY = {
+    "DataParallel": "verigym.train._update",
     "forward_logprobs": "verigym.train._update",
     "set_training": "verigym.train._update",
     "TrainConfig": "verigym.train.config",
@@ -64,6 +67,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "PRESETS",
+    "DataParallel",
     "Group",
     "RLTrainer",
     "Sample",

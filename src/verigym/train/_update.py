@@ -25,6 +25,7 @@ from verigym.train.loss_registry import LossInputs, get_loss
 from verigym.train.samples import Row, collate
 
 __all__ = [
+    "DataParallel",
     "Forward",
     "TeacherTerm",
     "UpdateState",
@@ -55,6 +56,22 @@ def set_training(model: Any, mode: bool) -> None:
         m.__dict__["training"] = mode
 
 
+class DataParallel(Protocol):
+    """The hook for data parallelism (``UpdateState.dist``; ``verigym.scale.ddp.DistContext`` under
+    torchrun): which module the update trains, this rank's share of the micro-batches, and the
+    collectives after backward, after the metrics and after the update."""
+
+    def module(self, model: Any) -> Any: ...
+
+    def shard(self, chunks: list[list[int]]) -> list[list[int]]: ...
+
+    def sync_grads(self, model: Any) -> None: ...
+
+    def reduce_metrics(self, sums: dict[str, float], tokens: float) -> tuple[dict[str, float], float]: ...
+
+    def finish(self, model: Any) -> None: ...
+
+
 class TeacherTerm(Protocol):
     """What the update asks of on-policy distillation (``train.distill.Distiller``)."""
 
@@ -70,7 +87,8 @@ class TeacherTerm(Protocol):
 
 @dataclass
 class UpdateState:
-    """Everything the update carries from step to step (saved in checkpoints)."""
+    """Everything the update carries from step to step (saved in checkpoints); ``dist``: the
+    data-parallel hook (not saved), None in one process."""
 
     optimizer: torch.optim.Optimizer
     scheduler: Any
@@ -78,6 +96,7 @@ class UpdateState:
     entropy: L.AdaptiveEntropy | None = None
     last_nll: float = math.inf
     extra: dict[str, Any] = field(default_factory=dict)
+    dist: DataParallel | None = None
 
 
 def _chunks(items: Sequence[int], parts: int) -> list[list[int]]:
@@ -135,7 +154,7 @@ def policy_update(
     ``cfg.packing``: micro-batches of at most ``cfg.pack_tokens`` tokens, each one unpadded sequence
     (``train.packing``). ``distill``: the teacher term (per-token advantages or the JSD loss).
     """
-    dist = state.extra.get("dist")  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
+    dist = state.dist  # data parallelism under torchrun (verigym.scale.ddp.DistContext)
     net = model if dist is None else dist.module(model)  # fsdp: the update trains a sharded copy
     set_training(model, True)
     if net is not model:
@@ -194,8 +213,8 @@ def policy_update(
                 logp, ent, m, old, adv = fwd.logp, fwd.ent, fwd.mask, fwd.old, fwd.adv
                 pl = loss_fn(LossInputs(logp, old, adv, m, state.generator), cfg.loss_options)
                 per_token = pl.per_token
-                if "is_weight" in part[0].meta:  # importance weights of off-policy samples (verigym.scale)
-                    per_token = per_token * fwd.align([r.meta["is_weight"] for r in part])
+                if part[0].weights is not None:  # per-token weights, e.g. verigym.scale's importance weights
+                    per_token = per_token * fwd.align([r.weights or [1.0] * len(r.ids) for r in part])
                 loss = L.aggregate(
                     per_token,
                     m,

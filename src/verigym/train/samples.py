@@ -27,13 +27,19 @@ class NotTrainable(ValueError):
 @dataclass
 class Row:
     """One training row: ``ids``, ``mask`` (1 on model tokens) and ``logprobs`` aligned with ``ids``
-    (the sampling logprob on model tokens, 0 elsewhere; None when the policy gave none)."""
+    (the sampling logprob on model tokens, 0 elsewhere; None when the policy gave none).
+
+    ``weights``: per-token loss weights aligned with ``ids``, a public hook for whoever corrects
+    off-policy samples (``verigym.scale``'s truncated importance weights); None: weight 1. The update
+    applies them to a micro-batch when its first row has them (so give every row of a batch some).
+    """
 
     ids: list[int]
     mask: list[int]
     logprobs: list[float] | None
     advantage: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    weights: list[float] | None = None
 
     @property
     def model_tokens(self) -> int:
