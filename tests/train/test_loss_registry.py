@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from verigym.train import loss_registry as R
 from verigym.train import losses as L
@@ -96,8 +96,8 @@ def test_an_unregistered_loss_is_a_one_line_config_error(tmp_path: Any) -> None:
         build_config({"rl": {"loss": {"kind": "gspo", "dual_clip": 3.0}}})
     with pytest.raises(ConfigError, match=r"rl\.loss_options: delta must exceed 1 \+ eps_high"):
         build_config({"rl": {"delta": 1.1}})
-    with pytest.raises(ConfigError, match=r"rl: a loss table needs its kind"):
-        build_config({"rl": {"loss": {"eps_low": 0.1}}})
+    with pytest.raises(ValidationError, match=r"a loss table needs its kind"):
+        TrainConfig.model_validate({"rl": {"loss": {"eps_low": 0.1}}})
     with pytest.raises(ValueError, match="already registered"):
         R.register_loss("ppo", R.PPOOptions, lambda x, o: L.ppo_clip_loss(x.logp, x.old, x.adv))
 
@@ -122,6 +122,10 @@ def test_a_table_and_flat_keys_give_the_same_typed_options(tmp_path: Any) -> Non
     assert load_config(path, {"rl.loss.dual_clip": 3.0}).rl.loss_options == R.PPOOptions(
         eps_high=0.25, dual_clip=3.0
     )
+    # a table without its kind (an override into a preset's loss) is the preset's loss
+    gspo = build_config({"rl": {"preset": "gspo", "loss": {"eps_high": 1e-3}}}).rl
+    assert gspo.loss_options == R.GSPOOptions(eps_low=3e-4, eps_high=1e-3)
+    assert load_config(None, {"rl.loss.eps_high": 0.3}).rl.loss_options == R.PPOOptions(eps_high=0.3)
 
 
 def test_saved_configs_round_trip_and_old_flat_ones_load() -> None:

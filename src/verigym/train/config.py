@@ -379,6 +379,8 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
         for key, value in PRESETS[preset].items():  # a preset's sub-table and the file's merge
             if isinstance(value, dict) and isinstance(rl.get(key), dict):
                 merged[key] = {**value, **rl[key]}
+        if isinstance(rl.get("loss"), dict) and "kind" not in rl["loss"]:  # e.g. --set rl.loss.eps_high=…
+            merged["loss"] = {"kind": PRESETS[preset].get("loss", LossConfig().loss), **rl["loss"]}
         raw["rl"] = merged
     try:
         return TrainConfig.model_validate(raw)

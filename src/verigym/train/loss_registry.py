@@ -16,6 +16,7 @@ name and flat keys, ``loss = "gspo"`` and ``eps_low = 3e-4`` beside it (every op
 flat ``rl`` key, unless ``RLConfig`` has a field of that name). A flat key overrides the table (so
 ``--set rl.eps_high=0.3`` works with either form); flat keys the chosen loss does not take are
 ignored, as presets set clip ranges for whichever loss runs; a table's keys must be the loss's own.
+In a config file a table without ``kind`` (``--set rl.loss.eps_high=…``) is the preset's loss.
 
 Adding a loss: its function, an options model (a ``LossOptions``) and one ``register_loss`` call,
 in one module, imported before the config is validated.
