@@ -36,3 +36,11 @@ def test_every_preset_is_in_the_package_map_and_the_config_notes() -> None:
     assert _named(verigym.train.__doc__ or "") == set(PRESETS)
     notes = (config.__doc__ or "").split("Presets", 1)[1]
     assert {n for n in PRESETS if f"``{n}``" in notes} == set(PRESETS)
+
+
+def test_the_readme_lists_every_preset() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = readme.split("Presets: ", 1)[1].split(". Each step", 1)[0]
+    assert {name for name in PRESETS if f"`{name}`" in listed} == set(PRESETS)
