@@ -35,7 +35,7 @@ from typing import Any
 from verigym.train.config import TrainConfig, apply_overrides, build_config
 from verigym.train.rl import Progress
 
-__all__ = ["learning_run", "quickstart", "quickstart_config"]
+__all__ = ["learning_run", "quickstart", "quickstart_config", "recipe_config"]
 
 
 def quickstart_config(
@@ -69,8 +69,14 @@ def quickstart_config(
         "eval": {"tasks": 200, "samples": 1, "temperature": 0.0},
         "logging": {"checkpoint_every": 0},
     }
+    return recipe_config(raw, overrides, source="quickstart")
+
+
+def recipe_config(raw: dict[str, Any], overrides: dict[str, Any], *, source: str) -> TrainConfig:
+    """A recipe's raw settings with ``overrides`` applied (dotted keys written with ``__``, e.g.
+    ``rl__steps=10``, so they pass as keyword arguments), validated."""
     return build_config(
-        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}), source="quickstart"
+        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}), source=source
     )
 
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verigym.train.config import TrainConfig, apply_overrides, build_config
+from verigym.train.config import TrainConfig
+from verigym.train.quickstart import recipe_config
 from verigym.train.rl import Progress
 
 __all__ = ["STAGES", "calc_quickstart", "calc_quickstart_config"]
@@ -58,10 +59,7 @@ def calc_quickstart_config(
         "eval": {"tasks": 150, "samples": 1, "temperature": 1.0},
         "logging": {"checkpoint_every": 0},
     }
-    return build_config(
-        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}),
-        source="quickstart --env calc",
-    )
+    return recipe_config(raw, overrides, source="quickstart --env calc")
 
 
 def calc_quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = None) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from verigym.train.config import TrainConfig, apply_overrides, build_config
+from verigym.train.config import TrainConfig
+from verigym.train.quickstart import recipe_config
 
 __all__ = ["real_calc_config", "real_quickstart_config"]
 
@@ -59,10 +60,7 @@ def real_quickstart_config(
         "eval": {"tasks": 100, "samples": 4, "temperature": 1.0},
         "logging": {"checkpoint_every": 0},
     }
-    return build_config(
-        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}),
-        source=f"quickstart --model {model}",
-    )
+    return recipe_config(raw, overrides, source=f"quickstart --model {model}")
 
 
 def real_calc_config(out_dir: str | Path, *, model: str, seed: int = 0, **overrides: Any) -> TrainConfig:
@@ -104,7 +102,4 @@ def real_calc_config(out_dir: str | Path, *, model: str, seed: int = 0, **overri
         "eval": {"tasks": 100, "samples": 1, "temperature": 1.0},
         "logging": {"checkpoint_every": 0},
     }
-    return build_config(
-        apply_overrides(raw, {k.replace("__", "."): v for k, v in overrides.items()}),
-        source=f"quickstart --env calc --model {model}",
-    )
+    return recipe_config(raw, overrides, source=f"quickstart --env calc --model {model}")
