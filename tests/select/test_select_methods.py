@@ -23,7 +23,7 @@ from verigym.select.methods import SelectConfig, needs_judge, needs_logprobs
 from verigym.select.run import TaskPool, measure
 from verigym.types import Message, Task
 
-BUILT_IN = ("majority", "deepconf", "deepconf-online", "genselect", "best-of-n")
+BUILT_IN = ("best-of-n", "deepconf", "deepconf-online", "genselect", "majority")  # by name
 
 
 def _pool(answers: Sequence[str | None], right: str = "7") -> TaskPool:
@@ -53,10 +53,10 @@ def test_one_registry_in_order_read_by_run_and_the_cli() -> None:
     assert method_names()[:5] == BUILT_IN
     assert method_names() == select_run.METHODS  # the earlier tuples, read live
     assert select_run.NEEDS_LOGPROBS == ("deepconf", "deepconf-online")
-    assert select_run.NEEDS_JUDGE == ("genselect", "best-of-n")
+    assert select_run.NEEDS_JUDGE == ("best-of-n", "genselect")
     assert needs_logprobs(["majority", "deepconf"]) and not needs_logprobs(["majority", "nope"])
     assert needs_judge(["genselect"]) and not needs_judge(["majority"])
-    with pytest.raises(ValueError, match="unknown method 'vote'; expected one of majority, deepconf"):
+    with pytest.raises(ValueError, match="unknown method 'vote'; expected one of best-of-n, deepconf"):
         get_method("vote")
     bad = CliRunner().invoke(app, ["select", "arithmetic", "--method", "vote"])
     assert bad.exit_code == 2 and f"expected one of {', '.join(method_names())}" in bad.output

@@ -7,7 +7,8 @@
 * ``genselect``: a selector model compares up to 8 solutions at once, in a knockout
   tournament (Toshniwal et al. 2025); ``genselect.pick`` also chooses SFT demonstrations.
 * ``methods``: the ``Selector`` protocol ``(task, candidates, ctx) -> Selection`` and the one
-  registry of methods (``register_method``) that ``verigym select`` and ``run`` read.
+  registry of methods (``register_method``) that ``verigym select`` and ``run`` read; each
+  built-in registers itself in its own module, and importing this package imports them all.
 * ``run``: the experiment behind ``verigym select`` (accuracy vs samples and tokens).
 """
 
@@ -23,6 +24,7 @@ from verigym.select.methods import (
     SelectConfig,
     SelectContext,
     Selector,
+    _register_builtins,
     get_method,
     method_names,
     register_method,
@@ -55,3 +57,5 @@ __all__ = [
     "select_online",
     "weighted_vote",
 ]
+
+_register_builtins()  # last: every built-in method module (select.methods), whatever was imported above

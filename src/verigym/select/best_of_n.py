@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from verigym.policies.base import Policy
 from verigym.rubric import Grader
 from verigym.select._common import Candidate, Selection
-from verigym.select.genselect import strip_reasoning
+from verigym.select.genselect import problem_text, strip_reasoning
+from verigym.select.methods import SelectContext, register_method
 from verigym.types import Message, Sampling, Task, Trajectory, Usage
 
 __all__ = [
@@ -153,3 +154,17 @@ async def select_best_of_n_reward_model(
     sel.calls, sel.usage = len(jobs), usage
     sel.detail.update(parse_failures=failures, request_errors=errors)
     return sel
+
+
+async def _best_of_n(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
+    cfg = ctx.config
+    if cfg.grader is not None:
+        trajectories = [c.meta["trajectory"] for c in candidates]
+        return await select_best_of_n_grader(task, candidates, trajectories, cfg.grader, seed=ctx.seed)
+    judge = ctx.need_judge("best-of-n")
+    return await select_best_of_n_reward_model(
+        candidates, judge, problem_text(task), seed=ctx.seed, sampling=cfg.judge_sampling
+    )
+
+
+register_method("best-of-n", _best_of_n, needs_judge=True)

@@ -38,6 +38,8 @@ from verigym.select._confidence import (
 )
 from verigym.select._online import OnlineDeepConf, select_online
 from verigym.select.majority import select_majority, weighted_vote
+from verigym.select.methods import SelectContext, default_warmup, register_method
+from verigym.types import Task
 
 __all__ = [
     "DEFAULT_FRACTION",
@@ -93,3 +95,26 @@ def select_deepconf(
         method="deepconf",
         detail={"window": w, "kept": sum(kept), "voters": len(voters), "tally": vote.tally},
     )
+
+
+async def _deepconf(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
+    cfg = ctx.config
+    return select_deepconf(
+        candidates, eta=cfg.eta, score=cfg.score, window=cfg.window, fraction=cfg.fraction, k=cfg.k
+    )
+
+
+async def _deepconf_online(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
+    cfg = ctx.config
+    warm = cfg.warmup if cfg.warmup is not None else default_warmup(len(candidates))
+    return select_online(
+        candidates, warmup=warm, eta=cfg.eta, window=cfg.window, fraction=cfg.fraction, k=cfg.k
+    )
+
+
+def _replayed_tokens(candidates: Sequence[Candidate], selection: Selection) -> float:
+    return float(selection.detail["tokens_used"])  # warm-up traces in full, the others up to their cut
+
+
+register_method("deepconf", _deepconf, needs_logprobs=True)
+register_method("deepconf-online", _deepconf_online, needs_logprobs=True, tokens=_replayed_tokens)

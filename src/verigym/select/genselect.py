@@ -26,6 +26,7 @@ from typing import Any
 
 from verigym.policies.base import Policy
 from verigym.select._common import Candidate, Selection
+from verigym.select.methods import SelectContext, register_method
 from verigym.types import Message, Sampling, Task, Usage
 
 __all__ = [
@@ -234,3 +235,19 @@ async def select_genselect(
         chosen = candidates[sel.index]
         sel.index, sel.answer = chosen.index, chosen.answer
     return sel
+
+
+async def _genselect(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
+    judge = ctx.need_judge("genselect")
+    cfg = ctx.config
+    return await select_genselect(
+        candidates,
+        judge,
+        problem_text(task),
+        window=cfg.genselect_window,
+        seed=ctx.seed,
+        sampling=cfg.judge_sampling,
+    )
+
+
+register_method("genselect", _genselect, needs_judge=True)

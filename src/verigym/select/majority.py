@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from verigym.select._common import Candidate, Selection
+from verigym.select.methods import SelectContext, register_method
+from verigym.types import Task
 
 __all__ = ["Vote", "majority_vote", "select_majority", "select_weighted", "weighted_vote"]
 
@@ -121,3 +123,10 @@ def _to_selection(candidates: Sequence[Candidate], vote: Vote, method: str) -> S
         method=method,
         detail={"tally": vote.tally, "tie_broken": bool(vote.tied)},
     )
+
+
+async def _majority(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
+    return select_majority(candidates)
+
+
+register_method("majority", _majority)

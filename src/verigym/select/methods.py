@@ -15,25 +15,30 @@ the tokens it spent are counted. ``verigym select`` (its ``--method`` list, help
 
     register_method("first", select_first)
 
-Built in: ``majority``, ``deepconf``, ``deepconf-online`` (replayed on full traces: its tokens are the
-ones an online run would have generated), ``genselect`` and ``best-of-n`` (a ``Grader`` when the
-config has one, else the judge as a reward model).
+Built in, each registered at the bottom of its own module: ``best-of-n`` (``best_of_n``: a
+``Grader`` when the config has one, else the judge as a reward model), ``deepconf`` and
+``deepconf-online`` (``deepconf``; online is replayed on full traces: its tokens are the ones an
+online run would have generated), ``genselect`` and ``majority``. Nothing lists them:
+``builtin_modules()`` finds the modules of ``verigym.select`` with a top-level
+``register_method(`` call, and importing ``verigym.select`` imports them all, so a new built-in
+method is one module. ``METHODS`` holds the built-ins by name, then methods registered later (a
+user's) in their order.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from verigym.policies.base import Policy
 from verigym.rubric import Grader
 from verigym.select._common import Candidate, Selection
 from verigym.select._confidence import TraceScore
-from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
-from verigym.select.deepconf import select_deepconf, select_online
-from verigym.select.genselect import problem_text, select_genselect
-from verigym.select.majority import select_majority
 from verigym.types import Sampling, Task
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "SelectConfig",
     "SelectContext",
     "Selector",
+    "builtin_modules",
     "default_warmup",
     "get_method",
     "method_names",
@@ -112,7 +118,8 @@ class Method:
 
 
 METHODS: dict[str, Method] = {}
-"""The registry, in the order methods were registered (the order ``verigym select`` lists them)."""
+"""The registry, in the order ``verigym select`` lists them: the built-ins by name, then the others in
+the order they were registered."""
 
 
 def register_method(
@@ -157,58 +164,28 @@ def default_warmup(n: int) -> int:
     return min(16, max(1, n // 4))
 
 
-# ---- the built-in methods ------------------------------------------------------------------------
+# ---- the built-in methods: found, not listed --------------------------------------------------
+
+_REGISTERS = re.compile(r"^register_method\(", re.MULTILINE)
 
 
-async def _majority(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
-    return select_majority(candidates)
+def _registers(path: Path) -> bool:
+    return path.is_file() and _REGISTERS.search(path.read_text(encoding="utf-8")) is not None
 
 
-async def _deepconf(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
-    cfg = ctx.config
-    return select_deepconf(
-        candidates, eta=cfg.eta, score=cfg.score, window=cfg.window, fraction=cfg.fraction, k=cfg.k
-    )
+def builtin_modules() -> tuple[str, ...]:
+    """The modules of ``verigym.select`` that register methods (a top-level ``register_method(``
+    call in their source), by name; found without importing them."""
+    here = Path(__file__).parent
+    names = sorted(info.name for info in pkgutil.iter_modules([str(here)]) if not info.ispkg)
+    return tuple(f"{__package__}.{n}" for n in names if n != "methods" and _registers(here / f"{n}.py"))
 
 
-async def _deepconf_online(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
-    cfg = ctx.config
-    warm = cfg.warmup if cfg.warmup is not None else default_warmup(len(candidates))
-    return select_online(
-        candidates, warmup=warm, eta=cfg.eta, window=cfg.window, fraction=cfg.fraction, k=cfg.k
-    )
-
-
-def _replayed_tokens(candidates: Sequence[Candidate], selection: Selection) -> float:
-    return float(selection.detail["tokens_used"])  # warm-up traces in full, the others up to their cut
-
-
-async def _genselect(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
-    judge = ctx.need_judge("genselect")
-    cfg = ctx.config
-    return await select_genselect(
-        candidates,
-        judge,
-        problem_text(task),
-        window=cfg.genselect_window,
-        seed=ctx.seed,
-        sampling=cfg.judge_sampling,
-    )
-
-
-async def _best_of_n(task: Task, candidates: Sequence[Candidate], ctx: SelectContext) -> Selection:
-    cfg = ctx.config
-    if cfg.grader is not None:
-        trajectories = [c.meta["trajectory"] for c in candidates]
-        return await select_best_of_n_grader(task, candidates, trajectories, cfg.grader, seed=ctx.seed)
-    judge = ctx.need_judge("best-of-n")
-    return await select_best_of_n_reward_model(
-        candidates, judge, problem_text(task), seed=ctx.seed, sampling=cfg.judge_sampling
-    )
-
-
-register_method("majority", _majority)
-register_method("deepconf", _deepconf, needs_logprobs=True)
-register_method("deepconf-online", _deepconf_online, needs_logprobs=True, tokens=_replayed_tokens)
-register_method("genselect", _genselect, needs_judge=True)
-register_method("best-of-n", _best_of_n, needs_judge=True)
+def _register_builtins() -> None:
+    """Import every built-in method module (each registers its methods at its bottom), then list
+    the built-ins by name; ``verigym.select`` calls this once, last, so methods registered later
+    (a user's) follow them."""
+    for module in builtin_modules():
+        importlib.import_module(module)
+    for name in sorted(METHODS):
+        METHODS[name] = METHODS.pop(name)
