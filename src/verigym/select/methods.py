@@ -176,9 +176,12 @@ def _registers(path: Path) -> bool:
 def builtin_modules() -> tuple[str, ...]:
     """The modules of ``verigym.select`` that register methods (a top-level ``register_method(``
     call in their source), by name; found without importing them."""
-    here = Path(__file__).parent
-    names = sorted(info.name for info in pkgutil.iter_modules([str(here)]) if not info.ispkg)
-    return tuple(f"{__package__}.{n}" for n in names if n != "methods" and _registers(here / f"{n}.py"))
+    return _method_modules(Path(__file__).parent, __package__ or "verigym.select")
+
+
+def _method_modules(folder: Path, package: str) -> tuple[str, ...]:
+    names = sorted(info.name for info in pkgutil.iter_modules([str(folder)]) if not info.ispkg)
+    return tuple(f"{package}.{n}" for n in names if n != "methods" and _registers(folder / f"{n}.py"))
 
 
 def _register_builtins() -> None:

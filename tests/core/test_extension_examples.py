@@ -1,0 +1,215 @@
+"""The worked examples of docs/architecture.md ("Worked examples: extending verigym") run as written:
+a loss through an RL update named by its config, a selector through the registry ``run.measure``
+and ``verigym select --method`` read, an environment through ``load_env`` and ``check_env``. And the
+built-ins are found with no table to edit: the same environments, methods and modules as the tables
+that listed them before."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from verigym._cli.select_cmd import _methods
+from verigym.envs import registry
+from verigym.envs.check import check_env
+from verigym.envs.registry import list_envs, load_env
+from verigym.select import METHODS, Candidate, get_method, method_names
+from verigym.select.methods import SelectConfig, _method_modules, builtin_modules
+from verigym.select.run import TaskPool, measure
+from verigym.train import loss_registry as R
+from verigym.train import losses as L
+from verigym.train._update import UpdateState, policy_update
+from verigym.train.config import ConfigError, build_config, load_config
+from verigym.train.optim import make_scheduler
+from verigym.train.samples import Row
+from verigym.types import Message, Task
+
+DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
+
+# the tables the registries had before each built-in was found in its own module
+ENV_TABLE = {
+    "arithmetic": "verigym.envs.arithmetic:ArithmeticEnv",
+    "math": "verigym.envs.math_problems:MathEnv",
+    "code": "verigym.envs.code:CodeEnv",
+    "humaneval": "verigym.envs.code_benchmarks:HumanEvalEnv",
+    "mbpp": "verigym.envs.code_benchmarks:MbppEnv",
+    "tools": "verigym.envs.shop:ShopEnv",
+    "wordle": "verigym.envs.wordle:WordleEnv",
+    "instructions": "verigym.envs.instructions:InstructionsEnv",
+    "json_extract": "verigym.envs.json_extract:JsonExtractEnv",
+    "search": "verigym.envs.search:SearchEnv",
+    "repo_fix": "verigym.envs.repo_fix:RepoFixEnv",
+    "calc": "verigym.envs.calc:CalcEnv",
+    "bfcl": "verigym.envs.bfcl:BfclEnv",
+    "ifeval": "verigym.envs.ifeval:IfevalEnv",
+    "swe_instances": "verigym.envs.swe_instances:SweInstancesEnv",
+    "tools_user": "verigym.envs.shop_user:ShopUserEnv",
+    "rubric_writing": "verigym.envs.rubric_writing:RubricWritingEnv",
+}
+METHOD_MODULES = {
+    "best-of-n": "verigym.select.best_of_n",
+    "deepconf": "verigym.select.deepconf",
+    "deepconf-online": "verigym.select.deepconf",
+    "genselect": "verigym.select.genselect",
+    "majority": "verigym.select.majority",
+}
+
+torch.set_num_threads(1)
+
+
+def example(heading: str) -> str:
+    """The one ``python`` block under the worked example whose heading starts with ``heading``."""
+    section = DOC.read_text(encoding="utf-8").split("## Worked examples: extending verigym", 1)[1]
+    parts = [p for p in re.split(r"^### ", section, flags=re.MULTILINE) if p.startswith(heading)]
+    assert len(parts) == 1, heading
+    blocks = re.findall(r"^```python\n(.*?)^```$", parts[0], flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1, heading
+    return str(blocks[0])
+
+
+def write_module(folder: Path, name: str, code: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(code, encoding="utf-8")
+    return path
+
+
+def import_from(folder: Path, module: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(folder))
+    return importlib.import_module(module)
+
+
+@pytest.fixture
+def reinforce(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    write_module(tmp_path, "docs_reinforce", example("A loss"))
+    try:
+        yield import_from(tmp_path, "docs_reinforce", monkeypatch)
+    finally:
+        R.LOSSES.pop("reinforce", None)  # other tests see the built-in losses only
+        sys.modules.pop("docs_reinforce", None)
+
+
+@pytest.fixture
+def shortest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    package = tmp_path / "docs_select"
+    write_module(package, "__init__", "")
+    write_module(package, "shortest", example("A selection method"))
+    # found as select.methods finds a built-in: by its top-level register_method( call
+    found = _method_modules(package, "docs_select")
+    assert found == ("docs_select.shortest",)
+    try:
+        import_from(tmp_path, found[0], monkeypatch)
+        yield "shortest"
+    finally:
+        METHODS.pop("shortest", None)
+        for module in ("docs_select.shortest", "docs_select"):
+            sys.modules.pop(module, None)
+
+
+def test_the_loss_example_trains_through_its_config_name(reinforce: ModuleType, tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[rl]\nkl_beta = 0.0\nloss = {kind = "reinforce", baseline = 0.5}\n')
+    rl = load_config(config).rl
+    assert rl.loss == "reinforce" and rl.loss_options == reinforce.ReinforceOptions(baseline=0.5)
+    assert build_config({"rl": {"loss": "reinforce", "max_ratio": 4.0}}).rl.loss_options.max_ratio == 4.0
+    with pytest.raises(
+        ConfigError, match=r"eps_high: unknown key \(loss reinforce takes baseline, max_ratio\)"
+    ):
+        build_config({"rl": {"loss": {"kind": "reinforce", "eps_high": 0.3}}})
+
+    seen: list[Any] = []
+    spec = R.LOSSES["reinforce"]
+
+    def recorded(x: R.LossInputs, o: Any) -> L.PolicyLoss:
+        seen.append(o)
+        return spec.fn(x, o)  # type: ignore[no-any-return]
+
+    R.LOSSES["reinforce"] = R.LossSpec("reinforce", spec.options, recorded)  # the fixture removes it
+    from verigym.policies.tiny import build_model, build_tokenizer
+
+    model = build_model("tiny", build_tokenizer(), seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    state = UpdateState(opt, make_scheduler(opt, "constant", 0, 10), torch.Generator())
+    rows = [
+        Row(ids=[5, 17, 11, 82, 10, 11, 12, 2], mask=[0, 0, 0, 0, 1, 1, 1, 1], logprobs=None, advantage=a)
+        for a in (1.0, -1.0)
+    ]
+    metrics = policy_update(model, rows, rl, state, pad_id=0, temperature=1.0, max_len=8)
+    assert seen and all(o == reinforce.ReinforceOptions(baseline=0.5) for o in seen)
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def _pool(tokens: list[int], answers: list[str | None], right: str) -> TaskPool:
+    task = Task(id=f"t{right}", prompt=(Message(role="user", content="q"),), answer=right)
+    cands = [
+        Candidate(index=i, text=str(a), answer=a, tokens=n, correct=a == right)
+        for i, (n, a) in enumerate(zip(tokens, answers, strict=True))
+    ]
+    return TaskPool(task=task, candidates=cands)
+
+
+async def test_the_selector_example_is_measured_and_accepted_by_verigym_select(shortest: str) -> None:
+    assert shortest in method_names() and method_names()[-1] == shortest  # after the built-ins
+    assert _methods([f"{shortest},majority"]) == [shortest, "majority"]  # --method's check
+    pools = [_pool([9, 3, 5], ["8", "7", "8"], "7"), _pool([4, 2, 2], ["5", None, "6"], "5")]
+    points = await measure(pools, SelectConfig(methods=[shortest, "majority"], ns=[3], draws=1))
+    assert [p.accuracy for p in points[shortest]] == [0.5]  # picks "7" (3 tokens), then "6" (2, earliest)
+    assert [p.accuracy for p in points["majority"]] == [0.5]
+    assert points[shortest][0].tokens == 12.5  # every candidate's tokens: the default cost
+    assert get_method(shortest).needs_judge is False
+
+
+def test_the_environment_example_loads_rolls_out_and_grades(tmp_path: Path) -> None:
+    path = write_module(tmp_path, "reverse", example("An environment"))
+    # found as the registry finds a built-in: the class that sets name = "reverse"
+    assert registry._declared(path) == {
+        "reverse": registry._Entry(
+            "verigym.envs.reverse:ReverseEnv", "Write a string backwards; exact match."
+        )
+    }
+    env = load_env(f"{path}:ReverseEnv", size=20)
+    assert env.name == "reverse" and [g.name for g in env.rubric.graders] == ["reversed"]
+    report = check_env(env, n=6)
+    assert report.ok, report.failures
+    statuses = {r.name: r.status for r in report.results}
+    assert statuses["oracle"] == statuses["null"] == statuses["graders"] == "pass"
+
+
+def test_built_in_environments_are_found_without_a_table() -> None:
+    assert {name: entry.target for name, entry in registry._builtins().items()} == ENV_TABLE
+    declared = [n for p in sorted(registry._HERE.glob("[!_]*.py")) for n in registry._declared(p)]
+    assert sorted(declared) == sorted(ENV_TABLE)  # no name declared twice
+    for name, target in ENV_TABLE.items():
+        assert registry._builtin(name) == registry._builtins()[name]
+        assert list_envs()[name] == registry._builtins()[name].description
+        module, _, attr = target.partition(":")
+        if name in ("arithmetic", "wordle"):  # a load imports the module and finds the class
+            assert type(load_env(name)) is getattr(importlib.import_module(module), attr)
+    # listing reads source: no built-in module is imported
+    code = (
+        "import sys; from verigym.envs.registry import list_envs; names = list_envs(); "
+        "assert 'tools_user' in names, names; "
+        "print(sorted(m for m in sys.modules if m.startswith('verigym.envs.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['verigym.envs.base', 'verigym.envs.registry']"
+
+
+def test_built_in_selection_methods_are_found_without_a_list() -> None:
+    assert builtin_modules() == tuple(sorted(set(METHOD_MODULES.values())))
+    assert method_names()[: len(METHOD_MODULES)] == tuple(METHOD_MODULES)  # built-ins first, by name
+    for name, module in METHOD_MODULES.items():
+        assert get_method(name).select.__module__ == module
+    methods = Path(importlib.import_module("verigym.select.methods").__file__ or "").read_text()
+    assert not re.search(r"^register_method\(", methods, flags=re.MULTILINE)  # it registers none itself
