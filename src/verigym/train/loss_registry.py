@@ -19,7 +19,9 @@ ignored, as presets set clip ranges for whichever loss runs; a table's keys must
 In a config file a table without ``kind`` (``--set rl.loss.eps_high=…``) is the preset's loss.
 
 Adding a loss: its function, an options model (a ``LossOptions``) and one ``register_loss`` call,
-in one module, imported before the config is validated.
+in one module: this one for a built-in, or a module of yours imported before the config is validated
+(``verigym train`` imports none of yours). Nothing else lists losses: the config and the update read
+``LOSSES``. ``docs/architecture.md`` ("Worked examples") has a complete one, tested as written.
 """
 
 from __future__ import annotations
