@@ -120,7 +120,8 @@ def test_the_loss_example_trains_through_its_config_name(reinforce: ModuleType, 
     config.write_text('[rl]\nkl_beta = 0.0\nloss = {kind = "reinforce", baseline = 0.5}\n')
     rl = load_config(config).rl
     assert rl.loss == "reinforce" and rl.loss_options == reinforce.ReinforceOptions(baseline=0.5)
-    assert build_config({"rl": {"loss": "reinforce", "max_ratio": 4.0}}).rl.loss_options.max_ratio == 4.0
+    flat = build_config({"rl": {"loss": "reinforce", "max_ratio": 4.0}}).rl.loss_options
+    assert flat == reinforce.ReinforceOptions(max_ratio=4.0)
     with pytest.raises(
         ConfigError, match=r"eps_high: unknown key \(loss reinforce takes baseline, max_ratio\)"
     ):
