@@ -28,24 +28,6 @@ _CHAT_NAMES = (
     "template_traits",
     "visible_prefix",
 )
-_MATH = "verigym.graders.math"
-# graders/math/'s flat modules, grouped by evaluation path: old name -> (new module, private names
-# the tests imported beside the new module's __all__)
-_MATH_MOVES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "_check": ("_sympy_path._check", ()),
-    "_fast": ("_sympy_path._fast", ()),
-    "_floats": ("_sympy_path._floats", ()),
-    "_forms": ("_demanded._forms", ()),
-    "_grader": ("_equivalence", ("_fast",)),
-    "_numeric": ("_sympy_path._numeric", ("_agree", "_value_at")),
-    "_rational": ("_exact_path._rational", ()),
-    "_rounding": ("_demanded._rounding", ()),
-    "_rules": ("_shared._rules", ()),
-    "_sampled": ("_float_path._sampled", ()),
-    "_text": ("_exact_path._text", ()),
-    "_values": ("_sympy_path._values", ("_NC",)),
-    "_worker": ("_sympy_path._worker", ()),
-}
 
 
 def _moved(new: str, extra: tuple[str, ...] = ()) -> dict[str, str]:
@@ -68,11 +50,6 @@ SHIMS: dict[str, tuple[str, dict[str, str]]] = {
     "verigym.policies.chat": ("0.3", dict.fromkeys(_CHAT_NAMES, _CHAT)),
     "verigym.policies.lora": ("0.3", dict.fromkeys(("AS_IS", "AdapterMixin", "base_model"), _LORA)),
     "verigym.envs.extras": ("0.3", _moved("verigym.envs.prepare")),
-    "verigym.graders.judge._grader": ("0.3", _moved("verigym.graders.judge._rubric_judge")),
-    **{
-        f"{_MATH}.{old}": ("0.3", _moved(f"{_MATH}.{new}", extra))
-        for old, (new, extra) in _MATH_MOVES.items()
-    },
 }
 
 

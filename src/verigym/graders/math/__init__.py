@@ -38,9 +38,6 @@ re-exported here and decides which path answers):
   value tree), ``_values`` (the value types), ``_compare`` and ``_numeric`` (equivalence), ``_fast``
   (LaTeX to sympy without the slow ANTLR parser), ``_floats`` (float evaluation for numeric
   sampling), ``_worker`` (the timeout worker pool).
-
-The old flat module paths (``verigym.graders.math._check``, ``._grader``, ...) that tests and
-benchmarks imported still work, with a ``DeprecationWarning``, until verigym 0.3.
 """
 
 from verigym.graders.math import _equivalence
