@@ -1,31 +1,5 @@
-"""Swe-style repository grading: lives in :mod:`verigym.graders.code.swe` (the code family); this public path stays."""
+"""SWE-style repository grading: lives in :mod:`verigym.graders.code.swe` (the code family); this
+public path stays, and is where the ``swe`` grader family is found (``families.find_family``)."""
 
-from verigym.graders.code.swe import (
-    BENCH,
-    PROTECTED_PATTERNS,
-    TEST_PATTERNS,
-    PatchError,
-    SweResult,
-    apply_patch,
-    bench_verdict,
-    framework_refs,
-    grade_repo,
-    is_protected,
-    is_test_path,
-    swe_grader,
-)
-
-__all__ = [
-    "BENCH",
-    "PROTECTED_PATTERNS",
-    "TEST_PATTERNS",
-    "PatchError",
-    "SweResult",
-    "apply_patch",
-    "bench_verdict",
-    "framework_refs",
-    "grade_repo",
-    "is_protected",
-    "is_test_path",
-    "swe_grader",
-]
+from verigym.graders.code.swe import *  # noqa: F403 (every name of code.swe's __all__)
+from verigym.graders.code.swe import __all__ as __all__
