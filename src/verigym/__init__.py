@@ -8,6 +8,7 @@ model); ``verigym.load_env`` loads an environment.
 
 from typing import TYPE_CHECKING
 
+from verigym._lazy import lazy_getattr
 from verigym.envs.base import Environment, MultiTurnEnv, SingleTurnEnv
 from verigym.policies.base import Policy, PolicyError, sample
 from verigym.rubric import Grader, GroupGrader, Penalty, Rubric
@@ -34,24 +35,19 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "load_env": "verigym.envs.registry",
-    "evaluate": "verigym.eval.workflow",
-    "aevaluate": "verigym.eval.workflow",
-    "EvalConfig": "verigym.eval.config",
-    "ModelSpec": "verigym.policies.spec",
-    "make_policy": "verigym.policies.spec",
-}
-
-
-def __getattr__(name: str) -> object:
-    # Lazy: the registry (and any environment), the eval workflow and the model factory are imported
-    # only when asked for. ``verigym.eval`` is the subpackage; ``verigym.evaluate`` runs one eval.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'verigym' has no attribute {name!r}")
+# Lazy: the registry (and any environment), the eval workflow and the model factory are imported only
+# when asked for. ``verigym.eval`` is the subpackage; ``verigym.evaluate`` runs one eval.
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "load_env": "verigym.envs.registry",
+        "evaluate": "verigym.eval.workflow",
+        "aevaluate": "verigym.eval.workflow",
+        "EvalConfig": "verigym.eval.config",
+        "ModelSpec": "verigym.policies.spec",
+        "make_policy": "verigym.policies.spec",
+    },
+)
 
 
 __all__ = [

@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "_files": 1,
     "_pass_at_k": 1,  # pass@k defined once, for eval's summary and train's held-out pass@1; imports nothing of verigym  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
+    "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym
     "tools": 2,

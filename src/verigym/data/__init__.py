@@ -10,8 +10,9 @@ Names are imported when first asked for, so ``import verigym.data`` loads nothin
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from verigym._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from verigym.data.difficulty import Profile, TaskStats, rank_by_variance
@@ -25,22 +26,25 @@ if TYPE_CHECKING:
         synthesize_tool_tasks,
     )
 
-_WHERE = {
-    "Profile": "difficulty",
-    "TaskStats": "difficulty",
-    "rank_by_variance": "difficulty",
-    "RejectionStats": "rejection",
-    "jaccard": "rejection",
-    "select_verified": "rejection",
-    "sft_line": "rejection",
-    "write_sft": "rejection",
-    "REWRITE_PROMPTS": "synthesis",
-    "SolveRate": "synthesis",
-    "invert_numeric": "synthesis",
-    "rewrite": "synthesis",
-    "svs_variants": "synthesis",
-    "synthesize_tool_tasks": "synthesis",
-}
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "Profile": ".difficulty",
+        "TaskStats": ".difficulty",
+        "rank_by_variance": ".difficulty",
+        "RejectionStats": ".rejection",
+        "jaccard": ".rejection",
+        "select_verified": ".rejection",
+        "sft_line": ".rejection",
+        "write_sft": ".rejection",
+        "REWRITE_PROMPTS": ".synthesis",
+        "SolveRate": ".synthesis",
+        "invert_numeric": ".synthesis",
+        "rewrite": ".synthesis",
+        "svs_variants": ".synthesis",
+        "synthesize_tool_tasks": ".synthesis",
+    },
+)
 
 __all__ = [
     "REWRITE_PROMPTS",
@@ -58,9 +62,3 @@ __all__ = [
     "synthesize_tool_tasks",
     "write_sft",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"verigym.data.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'verigym.data' has no attribute {name!r}")

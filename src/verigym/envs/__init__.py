@@ -5,8 +5,9 @@ Names are imported lazily, so ``import verigym.envs`` loads nothing but this fil
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from verigym._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment, MultiTurnEnv, SingleTurnEnv
@@ -36,28 +37,25 @@ __all__ = [
     "register_env",
 ]
 
-_WHERE = {
-    "Environment": "base",
-    "MultiTurnEnv": "base",
-    "SingleTurnEnv": "base",
-    "CheckReport": "check",
-    "check_env": "check",
-    "DatasetEnv": "dataset_env",
-    "DatasetError": "datasets",
-    "from_records": "datasets",
-    "load_jsonl": "datasets",
-    "load_parquet": "datasets",
-    "procedural_tasks": "datasets",
-    "EnvArgError": "registry",
-    "UnknownEnvError": "registry",
-    "list_envs": "registry",
-    "load_env": "registry",
-    "register_env": "registry",
-    "ToolEnv": "tool",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"verigym.envs.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'verigym.envs' has no attribute {name!r}")
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "Environment": ".base",
+        "MultiTurnEnv": ".base",
+        "SingleTurnEnv": ".base",
+        "CheckReport": ".check",
+        "check_env": ".check",
+        "DatasetEnv": ".dataset_env",
+        "DatasetError": ".datasets",
+        "from_records": ".datasets",
+        "load_jsonl": ".datasets",
+        "load_parquet": ".datasets",
+        "procedural_tasks": ".datasets",
+        "EnvArgError": ".registry",
+        "UnknownEnvError": ".registry",
+        "list_envs": ".registry",
+        "load_env": ".registry",
+        "register_env": ".registry",
+        "ToolEnv": ".tool",
+    },
+)

@@ -11,6 +11,7 @@ The workflow names (``evaluate``, ``aevaluate``, ``EvalConfig``, ...) are import
 
 from typing import TYPE_CHECKING
 
+from verigym._lazy import lazy_getattr
 from verigym.eval.metrics import bootstrap_ci, pass_at_k, summarize
 from verigym.eval.store import ResultsWriter, StoreError, load_records, prepare_resume
 
@@ -19,23 +20,18 @@ if TYPE_CHECKING:
     from verigym.eval.run import EvalResult
     from verigym.eval.workflow import EvalEvent, EvalSetupError, aevaluate, evaluate
 
-_LAZY = {
-    "ConfigError": "verigym.eval.config",
-    "EvalConfig": "verigym.eval.config",
-    "EvalResult": "verigym.eval.run",
-    "EvalEvent": "verigym.eval.workflow",
-    "EvalSetupError": "verigym.eval.workflow",
-    "aevaluate": "verigym.eval.workflow",
-    "evaluate": "verigym.eval.workflow",
-}
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'verigym.eval' has no attribute {name!r}")
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "ConfigError": "verigym.eval.config",
+        "EvalConfig": "verigym.eval.config",
+        "EvalResult": "verigym.eval.run",
+        "EvalEvent": "verigym.eval.workflow",
+        "EvalSetupError": "verigym.eval.workflow",
+        "aevaluate": "verigym.eval.workflow",
+        "evaluate": "verigym.eval.workflow",
+    },
+)
 
 
 __all__ = [

@@ -25,6 +25,8 @@ The names here are imported when first asked for (``verigym.train.presets`` load
 
 from typing import TYPE_CHECKING
 
+from verigym._lazy import lazy_getattr
+
 if TYPE_CHECKING:
     from verigym.train._update import DataParallel, forward_logprobs, set_training
     from verigym.train.config import TrainConfig, build_config, load_config
@@ -37,32 +39,27 @@ if TYPE_CHECKING:
 
 # Lazy: ``import verigym.train.presets`` (the CLI's --preset help) loads no torch; each name below
 # imports its module when first asked for.
-_LAZY = {
-    "DataParallel": "verigym.train._update",
-    "forward_logprobs": "verigym.train._update",
-    "set_training": "verigym.train._update",
-    "TrainConfig": "verigym.train.config",
-    "build_config": "verigym.train.config",
-    "load_config": "verigym.train.config",
-    "run_sft": "verigym.train.pipeline",
-    "run_train": "verigym.train.pipeline",
-    "PRESETS": "verigym.train.presets",
-    "quickstart": "verigym.train.quickstart",
-    "quickstart_config": "verigym.train.quickstart",
-    "Group": "verigym.train.rewards",
-    "Sample": "verigym.train.rewards",
-    "StepBatch": "verigym.train.rewards",
-    "RLTrainer": "verigym.train.rl",
-    "sft_train": "verigym.train.sft",
-}
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'verigym.train' has no attribute {name!r}")
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "DataParallel": "verigym.train._update",
+        "forward_logprobs": "verigym.train._update",
+        "set_training": "verigym.train._update",
+        "TrainConfig": "verigym.train.config",
+        "build_config": "verigym.train.config",
+        "load_config": "verigym.train.config",
+        "run_sft": "verigym.train.pipeline",
+        "run_train": "verigym.train.pipeline",
+        "PRESETS": "verigym.train.presets",
+        "quickstart": "verigym.train.quickstart",
+        "quickstart_config": "verigym.train.quickstart",
+        "Group": "verigym.train.rewards",
+        "Sample": "verigym.train.rewards",
+        "StepBatch": "verigym.train.rewards",
+        "RLTrainer": "verigym.train.rl",
+        "sft_train": "verigym.train.sft",
+    },
+)
 
 
 __all__ = [
