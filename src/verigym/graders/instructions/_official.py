@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from verigym.graders.instructions import _official_nlp as nlp
+from verigym.graders.instructions._checks import CHECKERS
 
 __all__ = ["OFFICIAL_CHECKERS", "check_official", "official_loose_variants"]
 
@@ -242,32 +243,9 @@ def no_comma(response: str, kw: Mapping[str, Any]) -> bool:
 
 
 OfficialChecker = Callable[[str, Mapping[str, Any]], bool]
+# the ids of _checks.CHECKERS, each with this module's function of the same name as its corrected one
 OFFICIAL_CHECKERS: dict[str, OfficialChecker] = {
-    "keywords:existence": keywords_existence,
-    "keywords:frequency": keywords_frequency,
-    "keywords:forbidden_words": keywords_forbidden,
-    "keywords:letter_frequency": letter_frequency,
-    "language:response_language": response_language,
-    "length_constraints:number_sentences": number_sentences,
-    "length_constraints:number_paragraphs": number_paragraphs,
-    "length_constraints:number_words": number_words,
-    "length_constraints:nth_paragraph_first_word": nth_paragraph_first_word,
-    "detectable_content:number_placeholders": number_placeholders,
-    "detectable_content:postscript": postscript,
-    "detectable_format:number_bullet_lists": number_bullet_lists,
-    "detectable_format:constrained_response": constrained_response,
-    "detectable_format:number_highlighted_sections": number_highlighted_sections,
-    "detectable_format:multiple_sections": multiple_sections,
-    "detectable_format:json_format": json_format,
-    "detectable_format:title": title,
-    "combination:two_responses": two_responses,
-    "combination:repeat_prompt": repeat_prompt,
-    "startend:end_checker": end_checker,
-    "startend:quotation": quotation,
-    "change_case:capital_word_frequency": capital_word_frequency,
-    "change_case:english_capital": english_capital,
-    "change_case:english_lowercase": english_lowercase,
-    "punctuation:no_comma": no_comma,
+    iid: globals()[corrected.__name__] for iid, corrected in CHECKERS.items()
 }
 
 
