@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
 
 __all__ = ["register"]
+
+# The options ``profile`` and ``synth`` share, word for word.
+_MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Max tokens per completion.")]
+_Seed = Annotated[int, typer.Option("--seed", help="Seed of the tasks and samples.")]
+_EnvArg = Annotated[list[str] | None, typer.Option("--env-arg", help="key=value for the env; repeatable.")]
+_Threads = Annotated[int | None, typer.Option("--threads", help=THREADS_HELP)]
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
@@ -57,17 +63,15 @@ def register(app: typer.Typer) -> None:
         ),
         split: str = typer.Option("train", "--split", help="Which split to profile (usually train)."),
         temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
-        max_tokens: int | None = typer.Option(None, "--max-tokens", help="Max tokens per completion."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the tasks and samples."),
+        max_tokens: _MaxTokens = None,
+        seed: _Seed = 0,
         band: tuple[float, float] = typer.Option(
             (0.0, 1.0), "--band", help="Pass-rate band LOW HIGH (open)."
         ),
-        env_arg: list[str] | None = typer.Option(
-            None, "--env-arg", help="key=value for the env; repeatable."
-        ),
+        env_arg: _EnvArg = None,
         out: Path = typer.Option(..., "--out", help="Output folder: results, profile.jsonl, band.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted profile in --out."),
-        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: _Threads = None,
     ) -> None:
         """Estimate each task's pass rate with k samples; write profile.jsonl and the band's task ids."""
         from verigym.data.difficulty import Profile
@@ -113,19 +117,17 @@ def register(app: typer.Typer) -> None:
         samples: int = typer.Option(4, "-k", "--samples-per-task", help="Samples per task."),
         split: str = typer.Option("train", "--split", help="Which split (never the test split you report)."),
         temperature: float = typer.Option(1.0, "--temperature", help="Teacher sampling temperature."),
-        max_tokens: int | None = typer.Option(None, "--max-tokens", help="Max tokens per completion."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the tasks and samples."),
+        max_tokens: _MaxTokens = None,
+        seed: _Seed = 0,
         keep: str = typer.Option("all", "--keep", help="all | shortest | diverse (n-gram dedupe)."),
         per_task: int | None = typer.Option(None, "--per-task", help="At most this many kept per task."),
         threshold: float = typer.Option(
             1.0, "--threshold", help="Reward a sample needs to count as verified."
         ),
-        env_arg: list[str] | None = typer.Option(
-            None, "--env-arg", help="key=value for the env; repeatable."
-        ),
+        env_arg: _EnvArg = None,
         out: Path = typer.Option(..., "--out", help="Output folder: results, sft.jsonl, synth.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
-        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: _Threads = None,
     ) -> None:
         """Rejection sampling: keep the teacher's verified trajectories as SFT data (sft.jsonl)."""
         from verigym.data.rejection import select_verified, write_sft
