@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileProblem", "iter_lines", "read_jsonl", "read_toml"]
+__all__ = ["FileProblem", "iter_lines", "parse_jsonl", "read_jsonl", "read_toml"]
 
 
 class FileProblem(ValueError):
@@ -80,18 +80,30 @@ def read_jsonl(
     """
     path = Path(path)
     try:
-        for number, line in iter_lines(path):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                value = json.loads(line.rstrip("\r\n"))  # a column within the line, as written
-            except json.JSONDecodeError as exc:
-                raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if objects and not isinstance(value, dict):
-                raise error(f"{where}: expected a JSON object, got {type(value).__name__}")
-            yield where, value
+        yield from parse_jsonl(iter_lines(path), path, error=error, objects=objects)
     except FileProblem as exc:
         if isinstance(exc, error):
             raise
         raise error(str(exc)) from None
+
+
+def parse_jsonl(
+    lines: Iterable[tuple[int, str]],
+    source: str | Path,
+    *,
+    error: type[Exception] = FileProblem,
+    objects: bool = False,
+) -> Iterator[tuple[str, Any]]:
+    """``("source:line", value)`` of each non-blank ``(line number, text)``, with ``read_jsonl``'s
+    errors for a line (for text read another way, e.g. decompressed)."""
+    for number, line in lines:
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            value = json.loads(line.rstrip("\r\n"))  # a column within the line, as written
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        if objects and not isinstance(value, dict):
+            raise error(f"{where}: expected a JSON object, got {type(value).__name__}")
+        yield where, value

@@ -31,11 +31,11 @@ from __future__ import annotations
 import ast
 import gzip
 import importlib.util
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from verigym._files import parse_jsonl
 from verigym.envs._args import choice_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.datasets import DatasetError
@@ -76,18 +76,7 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
         text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path}: cannot read as UTF-8 JSONL ({exc})") from None
-    out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        out.append((where, row))
+    out = list(parse_jsonl(enumerate(text.splitlines(), start=1), path, error=DatasetError, objects=True))
     if not out:
         raise DatasetError(f"{path}: no rows")
     return out
