@@ -3,12 +3,11 @@
 
 import warnings
 
-from verigym.policies.local.lora import AS_IS, AdapterMixin, base_model
+from verigym.policies.local.lora import *  # noqa: F403
+from verigym.policies.local.lora import __all__ as __all__
 
 warnings.warn(
     "verigym.policies.lora is deprecated and goes in verigym 0.3: import from verigym.policies.local.lora",
     DeprecationWarning,
     stacklevel=2,
 )
-
-__all__ = ["AS_IS", "AdapterMixin", "base_model"]

@@ -15,7 +15,9 @@ need (SmolLM2's is plain ChatML and knows nothing of tools):
   turn (consecutive results share one).
 
 Tool calls are parsed by the chosen format (``parse_tool_calls`` is the Hermes one); a block that is not
-valid JSON with a ``name`` stays in the text, so a grader can see the malformed call.
+valid JSON with a ``name`` stays in the text, so a grader can see the malformed call. The registry of
+formats (``TOOL_FORMATS``, ``get_format``, ``default_format``) is exported with the rendering, so that
+``chat`` is this module's public path.
 """
 
 from __future__ import annotations
@@ -29,12 +31,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from verigym.policies.base import PolicyError
-from verigym.policies.local._toolformats import ToolFormat, default_format, get_format, tool_response
+from verigym.policies.local._toolformats import (
+    TOOL_FORMATS,
+    ToolFormat,
+    default_format,
+    get_format,
+    tool_response,
+)
 from verigym.types import Message, ToolCall
 
 __all__ = [
+    "TOOL_FORMATS",
     "TemplateTraits",
+    "ToolFormat",
+    "default_format",
     "encode_chat",
+    "get_format",
     "parse_tool_calls",
     "render_chat",
     "special_texts",
