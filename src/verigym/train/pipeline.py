@@ -26,7 +26,15 @@ from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer, load_envs, run_con
 from verigym.train.samples import Row
 from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_demos, sft_train
 
-__all__ = ["build_sft_rows", "final_model", "prepare_teacher", "run_sft", "run_train", "save_final"]
+__all__ = [
+    "build_sft_rows",
+    "final_model",
+    "prepare_teacher",
+    "run_sft",
+    "run_train",
+    "save_final",
+    "sft_warmup",
+]
 
 
 def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, Environment]]) -> list[Row]:
@@ -75,13 +83,25 @@ def _sft_phase(
     log: MetricsLog,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    rows = build_sft_rows(cfg, tokenizer, trainer.envs)
-
     def on_step(info: dict[str, Any]) -> None:
         log.log(info)
         if progress is not None:
             progress("sft_step", info)
 
+    return sft_warmup(cfg, model, tokenizer, trainer, on_step=on_step)
+
+
+def sft_warmup(
+    cfg: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    trainer: RLTrainer,
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """SFT of ``trainer``'s model on the config's rows (``build_sft_rows``) until ``cfg.sft``'s target of
+    the trainer's held-out pass@1; ``sft_train``'s summary with ``rows``, the number of rows."""
+    rows = build_sft_rows(cfg, tokenizer, trainer.envs)
     result = sft_train(
         model,
         tokenizer,

@@ -125,9 +125,8 @@ def learning_run(
     import torch
 
     from verigym.train._model import load_model
-    from verigym.train.pipeline import build_sft_rows
+    from verigym.train.pipeline import sft_warmup
     from verigym.train.rl import RLTrainer, load_envs
-    from verigym.train.sft import sft_train
 
     out = Path(cfg.out_dir)
     env = cfg.envs[0].name
@@ -150,15 +149,7 @@ def learning_run(
         model.load_state_dict(torch.load(cache))
         result["sft_steps"] = json.loads(cache.with_suffix(".json").read_text())["sft_steps"]
     elif cfg.sft.data or cfg.sft.demos:
-        rows = build_sft_rows(cfg, tok, trainer.envs)
-        sft = sft_train(
-            model,
-            tok,
-            rows,
-            cfg.sft,
-            seed=cfg.seed,
-            evaluate=lambda: trainer.evaluate(greedy=cfg.sft.target_greedy)["eval/pass_at_1"],
-        )
+        sft = sft_warmup(cfg, model, tok, trainer)
         result["sft_steps"] = sft["steps"]
         if cache is not None:
             torch.save(model.state_dict(), cache)
