@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verigym.graders.families import GraderFamily
-from verigym.graders.math._demanded._forms import clear_form_caches, demanded, enforce, rounded_reason
+from verigym.graders.math._demanded._forms import clear_form_caches, decide_in_form
 from verigym.graders.math._demanded._rounding import fast_round
 from verigym.graders.math._exact_path._rational import clear_fast_caches, fast_decide
 from verigym.graders.math._exact_path._text import text_decide
@@ -53,7 +53,7 @@ from verigym.graders.math._float_path._sampled import clear_sampled_caches, samp
 from verigym.graders.math._shared._extract import extract, strip_math_delims
 from verigym.graders.math._shared._mode import parse_mode
 from verigym.graders.math._shared._norm import repair
-from verigym.graders.math._shared._rules import Answers, clear_rule_caches, fast_answers
+from verigym.graders.math._shared._rules import Answers, Verdict, clear_rule_caches, fast_answers
 from verigym.graders.math._sympy_path._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -145,18 +145,15 @@ def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None
         ans = fast_answers(gold, pred, "equivalent", question)
         if not isinstance(ans, Answers):
             return ans
-        forms, gold = demanded(mode, question), ans.gold
-        if forms.demands:
-            ruled = enforce(forms, ans, fast_round, strict=True)
-            if not isinstance(ruled, Answers):
-                return ruled
-            ans = ruled
-        hit = fast_decide(ans)
-        hit = hit if hit is not None else sampled_decide(ans)
-        hit = hit if hit is not None else text_decide(ans)
-        return hit if hit is None else rounded_reason(hit, gold, ans.gold, forms)
+        return decide_in_form(ans, mode, question, _in_process, rounder=fast_round, strict=True)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
+
+
+def _in_process(ans: Answers) -> Verdict | None:
+    hit = fast_decide(ans)
+    hit = hit if hit is not None else sampled_decide(ans)
+    return hit if hit is not None else text_decide(ans)
 
 
 def _full_check(

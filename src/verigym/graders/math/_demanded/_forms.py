@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -72,6 +73,7 @@ from verigym.graders.math._shared._rules import (
     NUM_RE,
     THOUSANDS,
     Answers,
+    Verdict,
     approx_side,
     bracketed,
     is_name,
@@ -80,7 +82,15 @@ from verigym.graders.math._shared._rules import (
     strip_item,
 )
 
-__all__ = ["Demand", "Forms", "clear_form_caches", "demanded", "enforce", "rounded_reason"]
+__all__ = [
+    "Demand",
+    "Forms",
+    "clear_form_caches",
+    "decide_in_form",
+    "demanded",
+    "enforce",
+    "rounded_reason",
+]
 
 _SIMPLEST = ("lowest", "undone", "squarefree", "rationalized", "no_decimal", "exact")
 _FRACTION = ("no_decimal", "no_percent", "not_mixed", "lowest")
@@ -324,6 +334,29 @@ def enforce(
             if why is not None:
                 return False, f"not in the demanded form ({d.name}, from the {d.source}): {why}", ans.answer
     return Answers(gold, ans.answer, ans.how, ans.boxes)
+
+
+def decide_in_form(
+    ans: Answers,
+    mode: str,
+    question: str | None,
+    decide: Callable[[Answers], Verdict | None],
+    *,
+    rounder: Rounder,
+    strict: bool,
+) -> Verdict | None:
+    """``decide`` on the answers to compare under the forms that ``mode`` and ``question`` demand:
+    a broken form is the verdict (``enforce``; None where a ``strict`` one defers), and a value
+    rejection against a rounded reference says so (``rounded_reason``)."""
+    forms = demanded(mode, question)
+    compared = ans
+    if forms.demands:
+        ruled = enforce(forms, ans, rounder, strict)
+        if not isinstance(ruled, Answers):
+            return ruled
+        compared = ruled
+    hit = decide(compared)
+    return hit if hit is None else rounded_reason(hit, ans.gold, compared.gold, forms)
 
 
 def rounded_reason(

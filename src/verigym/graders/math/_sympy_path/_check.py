@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import sympy
 
-from verigym.graders.math._demanded._forms import demanded, enforce, rounded_reason
+from verigym.graders.math._demanded._forms import decide_in_form
 from verigym.graders.math._demanded._rounding import round_fraction
 from verigym.graders.math._shared._extract import NUMBER_RE
 from verigym.graders.math._shared._mode import parse_mode
@@ -33,15 +33,11 @@ def check(
     ans = prepare(gold, pred, question)
     if not isinstance(ans, Answers):
         return ans
-    forms, reference = demanded(mode, question), ans.gold
-    if forms.demands:
-        ruled = enforce(forms, ans, _round, strict=False)
-        if not isinstance(ruled, Answers):
-            assert ruled is not None  # not strict: never deferred
-            return ruled
-        ans = ruled
-    ok, why, answer = _compare(ans, kind, places)
-    return rounded_reason((ok, why, answer), reference, ans.gold, forms)
+    verdict = decide_in_form(
+        ans, mode, question, lambda compared: _compare(compared, kind, places), rounder=_round, strict=False
+    )
+    assert verdict is not None  # not strict, and _compare always decides
+    return verdict
 
 
 def _compare(ans: Answers, kind: str, places: int | None) -> tuple[bool, str, str | None]:
