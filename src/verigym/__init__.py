@@ -6,6 +6,7 @@ by a ``Rubric``; the same records feed evaluation, SFT data, RL and test-time se
 model); ``verigym.load_env`` loads an environment.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verigym._lazy import lazy_getattr
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 
 # Lazy: the registry (and any environment), the eval workflow and the model factory are imported only
 # when asked for. ``verigym.eval`` is the subpackage; ``verigym.evaluate`` runs one eval.
-__getattr__ = lazy_getattr(
+__getattr__: Callable[[str], object] = lazy_getattr(
     __name__,
     {
         "load_env": "verigym.envs.registry",

@@ -9,6 +9,7 @@ eval run — environment, tasks, policy, endpoint check, results — and what ``
 The workflow names (``evaluate``, ``aevaluate``, ``EvalConfig``, ...) are imported when first asked for.
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verigym._lazy import lazy_getattr
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from verigym.eval.run import EvalResult
     from verigym.eval.workflow import EvalEvent, EvalSetupError, aevaluate, evaluate
 
-__getattr__ = lazy_getattr(
+__getattr__: Callable[[str], object] = lazy_getattr(
     __name__,
     {
         "ConfigError": "verigym.eval.config",

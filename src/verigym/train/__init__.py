@@ -23,6 +23,7 @@
 The names here are imported when first asked for (``verigym.train.presets`` loads no torch).
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verigym._lazy import lazy_getattr
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 # Lazy: ``import verigym.train.presets`` (the CLI's --preset help) loads no torch; each name below
 # imports its module when first asked for.
-__getattr__ = lazy_getattr(
+__getattr__: Callable[[str], object] = lazy_getattr(
     __name__,
     {
         "DataParallel": "verigym.train._update",
