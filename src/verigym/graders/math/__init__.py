@@ -23,7 +23,8 @@ re-exported here and decides which path answers):
 
 - ``_shared``: what every path shares: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up),
   ``_rules`` (extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode``
-  (mode names), ``_reader`` (the own LaTeX reader, no sympy), ``_prose`` (prose references);
+  (mode names), ``_reader`` (the own LaTeX reader, no sympy), ``_cursor`` (the token cursor of the
+  hand-written readers), ``_prose`` (prose references);
 - ``_demanded``: the form a question demands: ``_forms`` (phrases, rules, combination), ``_written``
   and ``_writtenrules`` (how an answer is written, and the form rules on it), ``_rounding`` (the
   reference rounded to demanded places);

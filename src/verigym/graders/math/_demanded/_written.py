@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from verigym.graders.math._shared._cursor import Cursor, scan
+
 __all__ = ["MAX_WRITTEN", "Node", "read_written"]
 
 MAX_WRITTEN = 400  # longer expressions are not read (their rules pass)
@@ -44,31 +46,13 @@ class _Unread(Exception):
     pass
 
 
-class _Reader:
+class _Reader(Cursor):
+    stop = _Unread
+
     def __init__(self, s: str) -> None:
-        self.toks: list[str] = []
-        self.spaced: list[bool] = []
-        pos = 0
-        while pos < len(s):
-            m = _TOKEN.match(s, pos)
-            if m is None:
-                if s[pos:].strip():
-                    raise _Unread
-                break
-            self.toks.append(m.group(2))
-            self.spaced.append(bool(m.group(1)))
-            pos = m.end()
-        self.i = 0
-
-    def peek(self, k: int = 0) -> str | None:
-        return self.toks[self.i + k] if self.i + k < len(self.toks) else None
-
-    def take(self, want: str | None = None) -> str:
-        t = self.peek()
-        if t is None or (want is not None and t != want):
-            raise _Unread
-        self.i += 1
-        return t
+        found = scan(_TOKEN, s, _Unread)
+        super().__init__([m.group(2) for m in found])
+        self.spaced = [bool(m.group(1)) for m in found]
 
     def expr(self) -> Node:
         terms: list[Node] = []

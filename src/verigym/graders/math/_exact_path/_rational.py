@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from verigym.graders.math._exact_path._exactnum import Defer as _Defer
 from verigym.graders.math._exact_path._exactnum import Num, literal, scalar_eq
+from verigym.graders.math._shared._cursor import Cursor, scan
 from verigym.graders.math._shared._norm import split_decor, split_top
 from verigym.graders.math._shared._rules import (
     NUM_RE,
@@ -81,31 +82,13 @@ class Ival:
 Val = Num | Seq | Group | Eq | Ival
 
 
-class _Reader:
+class _Reader(Cursor):
     """Exact arithmetic on a token list; raises ``_Defer`` on anything not plainly rational."""
 
+    stop = _Defer
+
     def __init__(self, s: str) -> None:
-        self.toks: list[str] = []
-        pos = 0
-        while pos < len(s):
-            m = _TOKEN.match(s, pos)
-            if m is None:
-                if s[pos:].strip():
-                    raise _Defer
-                break
-            self.toks.append(m.group(1))
-            pos = m.end()
-        self.i = 0
-
-    def peek(self) -> str | None:
-        return self.toks[self.i] if self.i < len(self.toks) else None
-
-    def take(self, want: str | None = None) -> str:
-        t = self.peek()
-        if t is None or (want is not None and t != want):
-            raise _Defer
-        self.i += 1
-        return t
+        super().__init__([m.group(1) for m in scan(_TOKEN, s, _Defer)])
 
     def expr(self) -> Fraction:
         v = self.term()

@@ -3,4 +3,5 @@ clean-up), ``_extract`` (finding the final answer in a response), ``_rules`` (th
 in-process paths and the full check apply: extraction verdicts, readings, list and interval
 comparison, decimal roundings), ``_mode`` (strictness mode names), ``_reader`` (the own LaTeX reader:
 LaTeX to expression code, evaluated on sympy by ``_sympy_path._fast`` and on bounded floats by
-``_float_path``) and ``_prose`` (when a short answer is what a reference sentence states)."""
+``_float_path``), ``_cursor`` (the token cursor of the hand-written readers) and ``_prose`` (when a
+short answer is what a reference sentence states)."""

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from verigym.graders.math._shared._cursor import Cursor
+
 __all__ = ["FUNCS", "Reading", "read"]
 
 FUNCS = {
@@ -58,12 +60,13 @@ def _sub_name(base: str, sub: str) -> str:
     return f"{base.lower()}_{inner if len(inner) == 1 else '{' + inner + '}'}"
 
 
-class _Reader:
+class _Reader(Cursor):
     """Recursive translation of a token list into a Python expression string."""
 
+    stop = _Unsupported
+
     def __init__(self, tokens: list[str]) -> None:
-        self.toks = [t for t in tokens if not t.isspace()]
-        self.i = 0
+        super().__init__([t for t in tokens if not t.isspace()])
         self.symbols: dict[str, str] = {}  # placeholder identifier -> symbol name (x_1, lambda)
         self.functions: dict[str, str] = {}  # placeholder identifier -> applied function name
 
@@ -75,16 +78,6 @@ class _Reader:
 
     def at(self, k: int) -> str | None:
         return self.toks[k] if k < len(self.toks) else None
-
-    def peek(self) -> str | None:
-        return self.at(self.i)
-
-    def take(self, want: str | None = None) -> str:
-        t = self.peek()
-        if t is None or (want is not None and t != want):
-            raise _Unsupported
-        self.i += 1
-        return t
 
     def letter(self, t: str) -> str:
         """One letter, with its subscript: ``x``, ``x_1``, ``e`` (Euler's number), ``E`` (a symbol)."""
