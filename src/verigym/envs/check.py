@@ -22,11 +22,11 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from verigym.envs.base import Environment
 from verigym.envs.datasets import DatasetError
-from verigym.policies.base import Policy
+from verigym.policies.base import Policy, PolicyArgs
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Grade, Message, Sampling, Score, Task, ToolCall, Trajectory
 
@@ -82,16 +82,10 @@ class _Recorder:
     def name(self) -> str:
         return self.inner.name
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> Any:
+    async def complete(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> Any:
         if not any(m.role == "assistant" for m in messages):
             self.seen.append(list(messages))
-        return await self.inner.complete(messages, tools=tools, sampling=sampling)
+        return await self.inner.complete(messages, **kw)
 
 
 def _probe_reply(messages: Sequence[Message]) -> str | tuple[str, list[ToolCall]]:

@@ -7,13 +7,14 @@
   in-house inference engine package that ``verigym serve`` shares): a transformers model in-process;
   ``ScriptedPolicy`` (``scripted``): replies from a function.
 
-``OpenAIPolicy``, ``LocalPolicy`` and ``ScriptedPolicy`` are imported when first asked for (the HTTP
-client and torch load only then).
+``Policy``, ``PolicyArgs`` (its keyword arguments, for wrappers) and ``BatchedPolicy`` (the base of a
+policy with a native ``complete_n``) are in ``base``. ``OpenAIPolicy``, ``LocalPolicy`` and
+``ScriptedPolicy`` are imported when first asked for (the HTTP client and torch load only then).
 """
 
 from typing import TYPE_CHECKING
 
-from verigym.policies.base import Policy, PolicyError, sample
+from verigym.policies.base import BatchedPolicy, Policy, PolicyArgs, PolicyError, sample
 from verigym.policies.spec import (
     MissingApiKey,
     ModelSpec,
@@ -45,12 +46,14 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "BatchedPolicy",
     "LocalPolicy",
     "MissingApiKey",
     "ModelSpec",
     "OpenAIPolicy",
     "OpenedModel",
     "Policy",
+    "PolicyArgs",
     "PolicyError",
     "ScriptedPolicy",
     "api_key_for",

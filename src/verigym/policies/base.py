@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
 from verigym.types import Completion, Message, Sampling
 
-__all__ = ["Policy", "PolicyError", "sample"]
+__all__ = ["BatchedPolicy", "Policy", "PolicyArgs", "PolicyError", "sample"]
 
 
 class PolicyError(Exception):
@@ -46,6 +46,28 @@ class Policy(Protocol):
         tools: Sequence[dict[str, Any]] | None = None,
         sampling: Sampling,
     ) -> Completion: ...
+
+
+class PolicyArgs(TypedDict):
+    """The keyword arguments of ``Policy.complete`` (and ``complete_n``)."""
+
+    tools: NotRequired[Sequence[dict[str, Any]] | None]
+    sampling: Sampling
+
+
+class BatchedPolicy:
+    """A base for a policy that samples ``sampling.n`` completions natively (a server's ``n``, one
+    batched local pass): ``complete`` is ``complete_n``'s one-sample case."""
+
+    async def complete(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> Completion:
+        """One completion (``sampling.n`` is ignored; use ``complete_n`` for several)."""
+        sampling = kw["sampling"]
+        one = sampling if sampling.n == 1 else sampling.model_copy(update={"n": 1})
+        return (await self.complete_n(messages, tools=kw.get("tools"), sampling=one))[0]
+
+    async def complete_n(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> list[Completion]:
+        """``sampling.n`` completions for one prompt."""
+        raise NotImplementedError
 
 
 async def sample(

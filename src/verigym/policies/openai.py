@@ -28,7 +28,7 @@ from typing import Any, Literal
 from verigym.policies._openai_transport import AiohttpTransport, SdkTransport
 from verigym.policies._openai_transport import Transport as _Wire
 from verigym.policies._openai_wire import classify, parse_response, request_body
-from verigym.policies.base import PolicyError
+from verigym.policies.base import BatchedPolicy, PolicyError
 from verigym.types import Completion, Message, Sampling
 
 __all__ = ["OpenAIPolicy", "Transport"]
@@ -47,7 +47,7 @@ class _Endpoint:
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(BatchedPolicy):
     """A model behind one or more OpenAI-compatible endpoints.
 
     ``concurrency`` bounds in-flight requests per endpoint; ``timeout`` is per request (seconds);
@@ -181,16 +181,6 @@ class OpenAIPolicy:
             await asyncio.sleep(self._backoff(attempt, hint))
             attempt += 1
             self.retries += 1
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> Completion:
-        """One completion (``sampling.n`` is ignored; use ``complete_n`` for several)."""
-        return (await self._request(messages, tools, sampling, 1))[0]
 
     async def complete_n(
         self,

@@ -33,14 +33,14 @@ import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import httpx
 
-from verigym.policies.base import PolicyError
+from verigym.policies.base import PolicyArgs, PolicyError
 from verigym.policies.openai import OpenAIPolicy
 from verigym.policies.spec import ModelSpec, served_policy
-from verigym.types import Completion, Message, Sampling
+from verigym.types import Completion, Message
 
 __all__ = ["API_KEY_ENV", "RemoteSampler", "VersionedPolicy", "WeightPushError", "server_root"]
 
@@ -84,25 +84,13 @@ class VersionedPolicy:
             version = int(found.group(1))
         return c.model_copy(update={"policy_version": version})
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> Completion:
+    async def complete(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> Completion:
         version = self.version
-        return self._tag(await self.inner.complete(messages, tools=tools, sampling=sampling), version)
+        return self._tag(await self.inner.complete(messages, **kw), version)
 
-    async def complete_n(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> list[Completion]:
+    async def complete_n(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> list[Completion]:
         version = self.version
-        out = await self.inner.complete_n(messages, tools=tools, sampling=sampling)
+        out = await self.inner.complete_n(messages, **kw)
         return [self._tag(c, version) for c in out]
 
 

@@ -28,16 +28,16 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import pydantic
 from pydantic import ConfigDict
 
 from verigym.tools._tool import Tool, _is_async, strip_titles, tool
-from verigym.types import Completion, Message, Sampling, ToolCall
+from verigym.types import Completion, Message, ToolCall
 
 if TYPE_CHECKING:
-    from verigym.policies.base import Policy
+    from verigym.policies.base import Policy, PolicyArgs
 
 __all__ = ["DISTRACTORS", "ToolVariant", "VariantPolicy", "make_variant"]
 
@@ -248,15 +248,9 @@ class VariantPolicy:
     def name(self) -> str:
         return self.inner.name
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> Completion:
+    async def complete(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> Completion:
         shown = [self.variant.message_to_original(m) for m in messages]
-        completion = await self.inner.complete(shown, tools=tools, sampling=sampling)
+        completion = await self.inner.complete(shown, **kw)
         calls = tuple(self.variant.to_variant(c) for c in completion.tool_calls)
         return completion.model_copy(update={"tool_calls": calls})
 

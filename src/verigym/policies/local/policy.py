@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from verigym.policies.base import PolicyError
+from verigym.policies.base import BatchedPolicy, PolicyError
 from verigym.policies.catalogue import load_failure, resolve
 from verigym.policies.local._batcher import Live, Queue, Request
 from verigym.policies.local._chat import encode_chat, render_chat, special_texts, strip_markers
@@ -61,7 +61,7 @@ _FINISH = {
 }
 
 
-class LocalPolicy(AdapterMixin):
+class LocalPolicy(BatchedPolicy, AdapterMixin):
     """A ``Policy`` backed by an in-process ``transformers`` model and tokenizer (see the module doc).
 
     ``max_batch_rows``: most sequences decoded in one pass. ``logprobs_mode``: ``"temperature"`` (default)
@@ -428,17 +428,6 @@ class LocalPolicy(AdapterMixin):
                         live.closed = True
                         queue.items += [(r, adapter) for r in live.inbox]
 
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> Completion:
-        """One sample (``sampling.n`` is ignored; see ``complete_n``), micro-batched with concurrent calls."""
-        one = sampling if sampling.n == 1 else sampling.model_copy(update={"n": 1})
-        return (await self.complete_n(messages, tools=tools, sampling=one))[0]
-
     async def complete_n(
         self,
         messages: Sequence[Message],
@@ -446,7 +435,8 @@ class LocalPolicy(AdapterMixin):
         tools: Sequence[dict[str, Any]] | None = None,
         sampling: Sampling,
     ) -> list[Completion]:
-        """``sampling.n`` samples of one prompt (seeds ``seed, seed+1, ...``), prefilled once."""
+        """``sampling.n`` samples of one prompt (seeds ``seed, seed+1, ...``), prefilled once and
+        micro-batched with concurrent calls (``complete`` is the one-sample case)."""
         version, adapter = self.version, self._adapter
         ids = self.encode(messages, tools)
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(max(1, sampling.n))]
