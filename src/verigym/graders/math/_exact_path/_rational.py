@@ -28,7 +28,7 @@ from verigym.graders.math._shared._rules import (
     Answers,
     bracketed,
     chain_ends,
-    fast_answers,
+    decide_texts,
     flat,
     multiset_eq,
     readings_prefix,
@@ -344,14 +344,6 @@ def _equal(g: Val, p: Val) -> bool:
     return False  # a number against a list, tuple or interval
 
 
-def fast_check(
-    gold: str, pred: str, mode: str = "equivalent", question: str | None = None
-) -> tuple[bool, str, str | None] | None:
-    """``_check.check``'s verdict when the fast path can decide it, else None."""
-    ans = fast_answers(gold, pred, mode, question)
-    return fast_decide(ans) if isinstance(ans, Answers) else ans
-
-
 @functools.lru_cache(maxsize=4096)
 def _readings(s: str) -> tuple[Val, ...] | None:
     """``fast_parse`` remembered (a reference is read once for all its responses); None: defer."""
@@ -375,3 +367,7 @@ def fast_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     except (_Defer, ValueError, ZeroDivisionError, OverflowError, RecursionError):
         return None
     return True, "equivalent", ans.answer
+
+
+# fast_check(gold, pred, mode="equivalent", question=None): its verdict on whole texts, else None
+fast_check = functools.partial(decide_texts, fast_decide)

@@ -43,9 +43,9 @@ from verigym.graders.math._shared._rules import (
     Answers,
     approx_side,
     bracketed,
+    decide_texts,
     digits,
     expand_pm,
-    fast_answers,
     flat,
     is_name,
     is_text,
@@ -239,14 +239,6 @@ def _equation(parts: list[str]) -> Eqn:
     return Eqn(name, _item(parts[-1]), kind)
 
 
-def sampled_check(
-    gold: str, pred: str, mode: str = "equivalent", question: str | None = None
-) -> tuple[bool, str, str | None] | None:
-    """``_check.check``'s verdict when floats vouch for it, else None."""
-    ans = fast_answers(gold, pred, mode, question)
-    return sampled_decide(ans) if isinstance(ans, Answers) else ans
-
-
 @functools.lru_cache(maxsize=4096)
 def _value(s: str) -> tuple[tuple[str, ...], Val] | None:
     """``_parse`` remembered (a reference is read once for all its responses); None: defer."""
@@ -280,3 +272,7 @@ def sampled_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     return (
         (True, "equivalent", ans.answer) if same else (False, "not equivalent to the reference", ans.answer)
     )
+
+
+# sampled_check(gold, pred, mode="equivalent", question=None): its verdict on whole texts, else None
+sampled_check = functools.partial(decide_texts, sampled_decide)

@@ -3,7 +3,8 @@
 ``_numeric``), so the two cannot drift apart.
 
 * ``prepare``: extraction of both answers, the "restates the question" and "no answer" verdicts;
-  ``fast_answers``: the same, for the in-process paths (None where they may not decide);
+  ``fast_answers``: the same, for the in-process paths (None where they may not decide), and
+  ``decide_texts``: an in-process path's verdict on the whole texts;
 * ``readings_prefix``: the extra readings of a whole answer (thousands separators, decimal comma);
 * ``list_words``, ``strip_item``, ``approx_side``, ``IN_PREFIX``: how an answer's list is split
   and what of each item is read;
@@ -42,6 +43,7 @@ __all__ = [
     "bracketed",
     "chain_ends",
     "clear_rule_caches",
+    "decide_texts",
     "decimal_match",
     "digits",
     "expand_pm",
@@ -95,6 +97,18 @@ def fast_answers(gold: str, pred: str, mode: str, question: str | None) -> Answe
     if mode.strip() != "equivalent" or len(pred) > MAX_FAST or len(gold) > MAX_FAST:
         return None
     return prepare(gold, pred, question)
+
+
+def decide_texts(
+    decide: Callable[[Answers], Verdict | None],
+    gold: str,
+    pred: str,
+    mode: str = "equivalent",
+    question: str | None = None,
+) -> Verdict | None:
+    """``_check.check``'s verdict when the in-process path ``decide`` can give it, else None."""
+    ans = fast_answers(gold, pred, mode, question)
+    return decide(ans) if isinstance(ans, Answers) else ans
 
 
 def prepare(gold: str, pred: str, question: str | None) -> Answers | Verdict:
