@@ -22,7 +22,9 @@ Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.san
 log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker per candidate),
 ``_worker`` + ``_codec`` (the stdlib-only program inside the sandbox and its wire format),
 ``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``patch``
-(unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_execution`` (the grader: the candidate run against the tests; re-exported here).
+(unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_runner`` (the candidate run against function or
+stdin/stdout tests, case limits, output comparison), ``_execution`` (the grader and its bench hooks;
+its ``__all__``, which names the runner's results and functions too, is re-exported here).
 """
 
 from verigym.graders.code import _execution
