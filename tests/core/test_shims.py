@@ -30,9 +30,9 @@ _CHAT_NAMES = (
 )
 
 
-def _moved(new: str, extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Every name of ``new``'s ``__all__`` (and ``extra``), held by ``new``."""
-    return dict.fromkeys([*importlib.import_module(new).__all__, *extra], new)
+def _moved(new: str) -> dict[str, str]:
+    """Every name of ``new``'s ``__all__``, held by ``new``."""
+    return dict.fromkeys(importlib.import_module(new).__all__, new)
 
 
 # old module -> (removal version, {name it still gives: the module that now holds it})
