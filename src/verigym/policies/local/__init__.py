@@ -7,8 +7,8 @@ token ids and logprobs, and the parts under it that ``verigym serve`` shares.
 - ``_engine``: the batched sampling loop (left-padded rows, KV cache, shared prefills, per-row
   counter-based randomness, continuous batching); ``_fast_llama``: the lean Llama decoder it uses
   where it applies (same numbers).
-- ``_batcher``: the per-event-loop request queue behind ``submit`` (micro-batching, joining a
-  running pass).
+- ``_batcher``: the per-event-loop request queue and ``submit`` over it (micro-batching, joining a
+  running pass); ``_loading``: ``from_pretrained``'s loading of a model and its tokenizer.
 - ``_chat`` / ``_toolformats``: chat rendering with the tokenizer's template and the tool-call
   formats (Hermes, Llama-3, Mistral, SmolLM2); public as ``chat``, which ``serve`` and SFT import.
 - ``_history``: token-exact multi-turn prompts; ``_score``: prompt scoring (``echo`` logprobs);

@@ -1,16 +1,35 @@
 """The request queue behind ``LocalPolicy.submit``: per-event-loop pending requests, and the running pass
-that delivers each row as it finishes and that requests may join (continuous batching)."""
+that delivers each row as it finishes and that requests may join (continuous batching).
+
+``QueueMixin`` is the half of ``LocalPolicy`` that uses them (``submit`` and the task that drains a
+loop's queue into passes); ``PassHooks`` are the continuous-batching hooks a pass is run with.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
+from verigym.policies.base import PolicyError
 from verigym.policies.local._engine import RowResult, RowSpec
+from verigym.policies.local._lora import AS_IS
 
-__all__ = ["Live", "Queue", "Request"]
+__all__ = ["Live", "PassHooks", "Queue", "QueueMixin", "Request"]
+
+
+class PassHooks(TypedDict, total=False):
+    """The continuous-batching hooks of ``run_rows`` (see there), for the callers that pass them on."""
+
+    admit: Callable[[int, int, int], list[RowSpec]] | None
+    deliver: Callable[[RowSpec, RowResult], None] | None
+    headroom: float
+    flush: Callable[[], None] | None
+    stop: threading.Event | None
 
 
 @dataclass
@@ -93,3 +112,79 @@ class Queue:
     items: list[tuple[Request, str | None]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     live: Live | None = None
+
+
+class QueueMixin:
+    """The micro-batching half of ``LocalPolicy``: ``submit`` and the per-loop task that drains its queue."""
+
+    batch_wait_s: float
+    continuous: bool
+    max_batch_rows: int
+    _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Queue]
+
+    def run(
+        self, specs: Sequence[RowSpec], adapter: str | None = AS_IS, **hooks: Unpack[PassHooks]
+    ) -> list[RowResult]:
+        raise NotImplementedError
+
+    async def submit(self, specs: list[RowSpec], adapter: str | None = AS_IS) -> list[RowResult]:
+        """Queue rows for generation on this event loop and await their results: they join the running
+        pass when they can (continuous batching), else the next micro-batched pass."""
+        loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, Queue())
+        request = Request(specs, loop.create_future())
+        live = queue.live
+        joined = False
+        if live is not None and live.adapter == adapter:  # it joins if it fits (see ``Live.admit``)
+            with live.lock:
+                if not live.closed:
+                    live.inbox.append(request)
+                    joined = True
+        if not joined:
+            queue.items.append((request, adapter))
+            if queue.task is None or queue.task.done():
+                queue.task = loop.create_task(self._drain(queue))
+        return await request.future
+
+    async def _drain(self, queue: Queue) -> None:
+        loop = asyncio.get_running_loop()
+        while queue.items:
+            await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
+            items, queue.items = queue.items, []
+            for adapter in dict.fromkeys(a for _, a in items):
+                live = queue.live = Live(adapter, loop, short_only=not self.continuous)
+                for request, a in items:
+                    if a == adapter:
+                        live.register(request)
+                flat = [s for r in live.requests for s in r.specs]
+
+                def admit(length: int, n_live: int, room: int, live: Live = live) -> list[RowSpec]:
+                    return live.admit(length, n_live, room, self.max_batch_rows)
+
+                stop = threading.Event()
+                try:
+                    await asyncio.to_thread(
+                        self.run,
+                        flat,
+                        adapter,
+                        admit=admit,
+                        deliver=live.deliver,
+                        headroom=1.0 if self.continuous else 0.25,
+                        flush=live.flush,
+                        stop=stop,
+                    )
+                except asyncio.CancelledError:
+                    stop.set()  # a thread cannot be cancelled: the pass ends at its next decode step
+                    raise
+                except Exception as exc:
+                    live.resolve_ready()  # rows that finished before the failure keep their results
+                    err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
+                    for request in live.requests:
+                        if not request.future.done():
+                            request.future.set_exception(err)
+                finally:
+                    live.resolve_ready()
+                    queue.live = None
+                    with live.lock:
+                        live.closed = True
+                        queue.items += [(r, adapter) for r in live.inbox]

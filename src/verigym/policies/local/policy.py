@@ -32,16 +32,17 @@ import json
 import random
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from verigym.policies.base import BatchedPolicy, PolicyError
-from verigym.policies.catalogue import load_failure, resolve
-from verigym.policies.local._batcher import Live, Queue, Request
+from verigym.policies.local._batcher import PassHooks, Queue, QueueMixin
 from verigym.policies.local._chat import encode_chat, render_chat, special_texts, strip_markers
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies.local._history import TurnHistory
+from verigym.policies.local._loading import display_name as _display_name
+from verigym.policies.local._loading import load_pretrained
 from verigym.policies.local._lora import AS_IS as _AS_IS
 from verigym.policies.local._lora import AdapterMixin
 from verigym.policies.local._score import Scored, prompt_logprobs
@@ -61,7 +62,7 @@ _FINISH = {
 }
 
 
-class LocalPolicy(BatchedPolicy, AdapterMixin):
+class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
     """A ``Policy`` backed by an in-process ``transformers`` model and tokenizer (see the module doc).
 
     ``max_batch_rows``: most sequences decoded in one pass. ``logprobs_mode``: ``"temperature"`` (default)
@@ -121,33 +122,17 @@ class LocalPolicy(BatchedPolicy, AdapterMixin):
     def from_pretrained(
         cls, path: str | Path, dtype: Any = None, device: str | None = None, **kwargs: Any
     ) -> LocalPolicy:
-        """Load a model + tokenizer directory (or hub name) saved with ``save_pretrained``.
+        """Load a model + tokenizer directory (or hub name, or catalogue name) saved with ``save_pretrained``
+        (``_loading``).
 
         ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); float32 when omitted.
         ``device`` defaults to CUDA when available, else CPU.
         """
-        path = resolve(str(path))  # a catalogue name (`verigym models pull NAME`) → its directory
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if isinstance(dtype, str) and dtype != "auto":
-            dtype = getattr(torch, dtype)
-        adapter = Path(str(path)) / "adapter_config.json"
-        base = str(path)
-        if adapter.is_file():  # a LoRA adapter directory: load its base model, then the adapter
-            base = str(json.loads(adapter.read_text()).get("base_model_name_or_path") or "")
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path) if _has_tokenizer(path) else base)
-            model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
-        except (OSError, ValueError) as exc:
-            raise PolicyError("model_not_found", load_failure(str(path), exc)) from None
-        model.eval()
-        kwargs.setdefault("name", _display_name(str(path)))
-        policy = cls(model, tokenizer, device=device, **kwargs)
-        if adapter.is_file():
-            policy.load_adapter(path, "default")
+        loaded = load_pretrained(path, dtype, device)
+        kwargs.setdefault("name", _display_name(loaded.path))
+        policy = cls(loaded.model, loaded.tokenizer, device=loaded.device, **kwargs)
+        if loaded.adapter:  # a LoRA adapter directory: its base model is loaded, now the adapter
+            policy.load_adapter(loaded.path, "default")
             policy.set_adapter("default")
         return policy
 
@@ -256,21 +241,14 @@ class LocalPolicy(BatchedPolicy, AdapterMixin):
         )
 
     def run(
-        self,
-        specs: Sequence[RowSpec],
-        adapter: str | None = _AS_IS,
-        *,
-        admit: Callable[[int, int, int], list[RowSpec]] | None = None,
-        deliver: Callable[[RowSpec, RowResult], None] | None = None,
-        headroom: float = 1.0,
-        flush: Callable[[], None] | None = None,
-        stop: threading.Event | None = None,
+        self, specs: Sequence[RowSpec], adapter: str | None = _AS_IS, **hooks: Unpack[PassHooks]
     ) -> list[RowResult]:
         """Generate ``specs`` synchronously (chunks of ``max_batch_rows``) with ``adapter`` active
-        (None: the base model with adapters disabled; by default the model as it is). ``admit`` and
-        ``deliver``, ``flush``, ``headroom``: continuous batching (see ``run_rows``)."""
+        (None: the base model with adapters disabled; by default the model as it is). ``hooks``
+        (``admit``, ``deliver``, ``flush``, ``headroom``, ``stop``): continuous batching (see ``run_rows``)."""
         import torch
 
+        flush = hooks.get("flush")
         out: list[RowResult] = []
         with self._lock, self._adapter_active(adapter), torch.inference_mode():
             was_training = bool(getattr(self.model, "training", False))
@@ -287,11 +265,7 @@ class LocalPolicy(BatchedPolicy, AdapterMixin):
                         pad_id=self._pad_id(),
                         processed_logprobs=self.logprobs_mode == "processed",
                         fast=self.fast_path,
-                        admit=admit,
-                        deliver=deliver,
-                        headroom=headroom,
-                        flush=flush,
-                        stop=stop,
+                        **hooks,
                     )
                     if flush is not None and start + self.max_batch_rows < len(specs):
                         flush()  # this chunk's rows need not wait for the next chunk
@@ -366,68 +340,6 @@ class LocalPolicy(BatchedPolicy, AdapterMixin):
             for s, r in zip(specs, results, strict=True)
         ]
 
-    async def submit(self, specs: list[RowSpec], adapter: str | None = _AS_IS) -> list[RowResult]:
-        """Queue rows for generation on this event loop and await their results: they join the running
-        pass when they can (continuous batching), else the next micro-batched pass."""
-        loop = asyncio.get_running_loop()
-        queue = self._queues.setdefault(loop, Queue())
-        request = Request(specs, loop.create_future())
-        live = queue.live
-        joined = False
-        if live is not None and live.adapter == adapter:  # it joins if it fits (see ``Live.admit``)
-            with live.lock:
-                if not live.closed:
-                    live.inbox.append(request)
-                    joined = True
-        if not joined:
-            queue.items.append((request, adapter))
-            if queue.task is None or queue.task.done():
-                queue.task = loop.create_task(self._drain(queue))
-        return await request.future
-
-    async def _drain(self, queue: Queue) -> None:
-        loop = asyncio.get_running_loop()
-        while queue.items:
-            await asyncio.sleep(self.batch_wait_s)  # let callers scheduled together enqueue first
-            items, queue.items = queue.items, []
-            for adapter in dict.fromkeys(a for _, a in items):
-                live = queue.live = Live(adapter, loop, short_only=not self.continuous)
-                for request, a in items:
-                    if a == adapter:
-                        live.register(request)
-                flat = [s for r in live.requests for s in r.specs]
-
-                def admit(length: int, n_live: int, room: int, live: Live = live) -> list[RowSpec]:
-                    return live.admit(length, n_live, room, self.max_batch_rows)
-
-                stop = threading.Event()
-                try:
-                    await asyncio.to_thread(
-                        self.run,
-                        flat,
-                        adapter,
-                        admit=admit,
-                        deliver=live.deliver,
-                        headroom=1.0 if self.continuous else 0.25,
-                        flush=live.flush,
-                        stop=stop,
-                    )
-                except asyncio.CancelledError:
-                    stop.set()  # a thread cannot be cancelled: the pass ends at its next decode step
-                    raise
-                except Exception as exc:
-                    live.resolve_ready()  # rows that finished before the failure keep their results
-                    err = exc if isinstance(exc, PolicyError) else PolicyError("local_model", f"{exc}")
-                    for request in live.requests:
-                        if not request.future.done():
-                            request.future.set_exception(err)
-                finally:
-                    live.resolve_ready()
-                    queue.live = None
-                    with live.lock:
-                        live.closed = True
-                        queue.items += [(r, adapter) for r in live.inbox]
-
     async def complete_n(
         self,
         messages: Sequence[Message],
@@ -475,22 +387,3 @@ class LocalPolicy(BatchedPolicy, AdapterMixin):
         if pad is None:
             pad = self.eos_ids[0] if self.eos_ids else 0
         return int(pad)
-
-
-_GENERIC_DIRS = frozenset({"checkpoint", "checkpoints", "model", "sft", "final", "latest"})
-
-
-def _display_name(path: str) -> str:
-    """A model's name: its directory's, or for a run's generic one the run's (``runs/quickstart/checkpoint``
-    is ``quickstart``; ``runs/x/checkpoints/step_000005/model`` is ``x@step_000005``)."""
-    step = ""
-    for part in reversed(Path(path).parts):
-        if part.startswith("step_"):
-            step = step or f"@{part}"
-        elif part not in _GENERIC_DIRS:
-            return part + step
-    return Path(path).name or path
-
-
-def _has_tokenizer(path: str | Path) -> bool:
-    return any((Path(str(path)) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
