@@ -2,8 +2,9 @@
 
 - ``_app``: the FastAPI app and its routes (``create_app``), ``serve`` (run it with uvicorn),
   ``RunningServer`` (in a thread) and ``spawn_server`` (``verigym serve`` in a subprocess);
-- ``_handler``: requests to the policy's rows and results to OpenAI responses, including the
-  SSE streaming of ``stream=true`` chat completions (``Handler.stream``);
+- ``_handler``: requests to the policy's rows and results to OpenAI responses, on ``_rows`` (a
+  request's rows and running them) and ``_streaming`` (the SSE streaming of ``stream=true`` chat and
+  text completions, ``Handler.stream`` and ``stream_text``);
 - ``_wire``: the request models, logprob formats and OpenAI-style error bodies;
 - ``_guard``: the API key and the body-size cap (pure ASGI middleware) and ``ServeLimits``;
 - ``_admission``: prompts too long for the context refused before tokenizing, concurrent requests and
