@@ -190,6 +190,14 @@ def targets(rows: list[dict[str, Any]], control: bool) -> list[str]:
     return out
 
 
+def _override_value(text: str) -> Any:
+    """A ``--set`` value: JSON where it parses (``3e-6``, ``true``, ``[1, 2]``), else the plain string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-4", help="seeds: 0-4 or 0,2,5")
@@ -221,10 +229,13 @@ def main() -> None:
         help="keep each seed's SFT weights here (sft-SEED.pt; loaded instead of training when present)",
     )
     ap.add_argument(
-        "--set", action="append", default=[], help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6)"
+        "--set",
+        action="append",
+        default=[],
+        help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6, rl__preset=opd); repeatable",
     )
     args = ap.parse_args()
-    sets = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.set)}
+    sets = {k: _override_value(v) for k, _, v in (s.partition("=") for s in args.set)}
     control = not args.no_control and not args.control_only  # control-only rows are the control itself
     if args.keep_sft:
         args.keep_sft.mkdir(parents=True, exist_ok=True)
