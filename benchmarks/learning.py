@@ -96,6 +96,10 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
         greedy=bool(job["model"]) and job["env"] != "calc",
     )
     result["preset"] = preset
+    metrics = out / "rl" / "metrics.jsonl"  # the RL curve (batch pass rate a step), for --json
+    if metrics.exists():
+        steps = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        result["pass_rate_by_step"] = [r.get("pass_rate") for r in steps]
     return result
 
 
@@ -234,12 +238,21 @@ def main() -> None:
         default=[],
         help="recipe override KEY=VALUE, dotted with __ (rl__lr=3e-6, rl__preset=opd); repeatable",
     )
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="keep the run folders here (PRESET-SEED/rl and /shuffled: metrics.jsonl, the final checkpoint), "
+        "e.g. to serve as a distillation teacher; one folder per invocation (default: a temporary one)",
+    )
     args = ap.parse_args()
     sets = {k: _override_value(v) for k, _, v in (s.partition("=") for s in args.set)}
     control = not args.no_control and not args.control_only  # control-only rows are the control itself
-    if args.keep_sft:
-        args.keep_sft.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    for folder in (args.keep_sft, args.runs):
+        if folder:
+            folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.runs or scratch)
         presets = args.presets.split(",")
         seeds = parse_seeds(args.seeds)
 
