@@ -31,7 +31,6 @@ __all__ = [
     "AdaptiveEntropy",
     "Aggregation",
     "PolicyLoss",
-    "PolicyLossKind",
     "aggregate",
     "clip_cov_loss",
     "cov_proxy",
@@ -45,7 +44,6 @@ __all__ = [
 ]
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-PolicyLossKind = Literal["ppo", "gspo", "clip_cov", "kl_cov"]
 
 
 @dataclass(frozen=True)
