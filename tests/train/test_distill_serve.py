@@ -39,15 +39,21 @@ def test_served_teacher_logprobs_equal_in_process_ones() -> None:
         local = InProcessTeacher(model, tok, "teacher", pad_id=0)
         for temperature in (0.7, 1.0):
             got, want = served.logprobs(_rows(), temperature), local.logprobs(_rows(), temperature)
-            for g, w in zip(got, want, strict=True):
-                assert g == pytest.approx(w, abs=1e-5)
+            for r, g, w in zip(
+                _rows(), got, want, strict=True
+            ):  # on the model tokens (in-process: 0.0 before)
+                s = r.mask.index(1)
+                assert g[s:] == pytest.approx(w[s:], abs=1e-5) and w[:s] == [0.0] * s
         # the wire: echo + logprobs + max_tokens 0 as vLLM answers it (first prompt token: null)
         body = {"model": "teacher", "prompt": [5, 40, 41], "echo": True, "max_tokens": 0, "logprobs": 1}
         choice = httpx.post(server.url + "/completions", json=body).json()["choices"][0]
         assert choice["token_ids"] == [] and choice["prompt_token_ids"] == [5, 40, 41]
         lp = choice["logprobs"]
         assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
-        assert lp["token_logprobs"][1:] == pytest.approx(local.logprobs(_rows()[:1], 1.0)[0][1:3], abs=1e-5)
+        full = torch.log_softmax(local.logits(_rows()[:1]), dim=-1)[0]  # every position, prompt included
+        want_lp = [float(full[j - 1, t]) for j, t in ((1, 40), (2, 41))]
+        assert lp["token_logprobs"][1:] == pytest.approx(want_lp, abs=1e-5)
+        assert lp["token_logprobs"][2] == pytest.approx(local.logprobs(_rows()[:1], 1.0)[0][2], abs=1e-5)
         assert len(lp["tokens"]) == 3 and len(lp["top_logprobs"][1]) == 1
         del body["echo"]
         assert httpx.post(server.url + "/completions", json=body).status_code == 400  # 0 tokens needs echo

@@ -39,13 +39,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from verigym.policies.spec import ModelSpec, api_key_for
-from verigym.train._forward import Forward
+from verigym.train._forward import Forward, forward_rows
 from verigym.train._update import _fill_logprobs
 from verigym.train.config import ConfigError, DistillConfig, TrainConfig
 from verigym.train.samples import Row, collate
@@ -136,15 +137,25 @@ class InProcessTeacher:
         logits: Tensor = out.logits[:, :-1].float()
         return logits
 
+    @torch.no_grad()
     def logprobs(self, rows: Sequence[Row], temperature: float) -> list[list[float]]:
-        """log π_T(ids[j] | ids[:j]) at ``temperature`` for j ≥ 1 of each row (0.0 at j = 0)."""
+        """log π_T(ids[j] | ids[:j]) at ``temperature`` from each row's first model token on; 0.0 before
+        it (the prompt, which carries no loss).
+
+        It is the student update's shared-prefix forward (``forward_rows``): a group's prompt runs once
+        and only the completions are projected to the vocabulary, so scoring G samples of a long
+        prompt costs one prompt forward, not G, and no prompt-position logits."""
         out: list[list[float]] = []
         for start in range(0, len(rows), self.micro_rows):
-            part = rows[start : start + self.micro_rows]
-            logp = torch.log_softmax(self.logits(part) / temperature, dim=-1)
-            targets = collate(part, self.pad_id).targets.to(logp.device)
-            got = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            out += [[0.0, *got[i, : len(r.ids) - 1].tolist()] for i, r in enumerate(part)]
+            part = [
+                replace(r, logprobs=r.logprobs or [0.0] * len(r.ids))
+                for r in rows[start : start + self.micro_rows]
+            ]
+            fwd = forward_rows(
+                self.model, part, self.pad_id, temperature, share_prefix=True, entropy_grad=False
+            )
+            for i, (r, s) in enumerate(zip(part, fwd.starts, strict=True)):
+                out.append([0.0] * s + fwd.logp[i, : len(r.ids) - s].tolist())
         return out
 
     def aligned_logits(self, rows: Sequence[Row], starts: Sequence[int], width: int) -> Tensor:
