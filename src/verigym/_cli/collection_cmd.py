@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from verigym._cli.common import THREADS_HELP, console, eval_policy, fail, parse_kv, set_threads
+from verigym._cli.common import Threads, console, eval_policy, fail, parse_kv, set_threads
 
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
@@ -179,7 +179,7 @@ def register(app: typer.Typer) -> None:
             None, "--out", help="Output folder [default: runs/suite-NAME-<time>]."
         ),
         resume: bool = typer.Option(False, "--resume", help="Continue the runs in --out."),
-        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: Threads = None,
     ) -> None:
         """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
         set_threads(threads)

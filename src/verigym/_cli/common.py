@@ -1,9 +1,10 @@
-"""Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, and the
-policy an eval configuration asks for (used by ``eval`` and ``suite``)."""
+"""Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, the
+policy an eval configuration asks for (used by ``eval`` and ``suite``), and the options several
+commands declare word for word (``Threads``, ``EnvArg``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,12 +14,28 @@ if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
     from verigym.policies.base import Policy
 
-__all__ = ["THREADS_HELP", "console", "error_line", "eval_policy", "fail", "parse_kv", "set_threads"]
+__all__ = [
+    "THREADS_HELP",
+    "EnvArg",
+    "Threads",
+    "console",
+    "error_line",
+    "eval_policy",
+    "fail",
+    "parse_kv",
+    "set_threads",
+]
 
 THREADS_HELP = (
     "torch CPU threads for a local model (default: torch's choice, one per core; on a loaded machine 1-2 "
     "threads can decode several times faster)."
 )
+
+# Options declared once for every command that has them (``threads: Threads = None``).
+Threads = Annotated[int | None, typer.Option("--threads", help=THREADS_HELP)]
+EnvArg = Annotated[
+    list[str] | None, typer.Option("--env-arg", help="key=value passed to the environment; repeatable.")
+]
 
 console = Console(stderr=False)
 _err = Console(stderr=True)

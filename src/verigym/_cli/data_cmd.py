@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
+from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
 
 __all__ = ["register"]
 
@@ -21,7 +21,6 @@ __all__ = ["register"]
 _MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Max tokens per completion.")]
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the tasks and samples.")]
 _EnvArg = Annotated[list[str] | None, typer.Option("--env-arg", help="key=value for the env; repeatable.")]
-_Threads = Annotated[int | None, typer.Option("--threads", help=THREADS_HELP)]
 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
@@ -71,7 +70,7 @@ def register(app: typer.Typer) -> None:
         env_arg: _EnvArg = None,
         out: Path = typer.Option(..., "--out", help="Output folder: results, profile.jsonl, band.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted profile in --out."),
-        threads: _Threads = None,
+        threads: Threads = None,
     ) -> None:
         """Estimate each task's pass rate with k samples; write profile.jsonl and the band's task ids."""
         from verigym.data.difficulty import Profile
@@ -127,7 +126,7 @@ def register(app: typer.Typer) -> None:
         env_arg: _EnvArg = None,
         out: Path = typer.Option(..., "--out", help="Output folder: results, sft.jsonl, synth.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
-        threads: _Threads = None,
+        threads: Threads = None,
     ) -> None:
         """Rejection sampling: keep the teacher's verified trajectories as SFT data (sft.jsonl)."""
         from verigym.data.rejection import select_verified, write_sft

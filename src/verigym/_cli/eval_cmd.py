@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
-from verigym._cli.common import THREADS_HELP, console, error_line, fail, parse_kv, set_threads
+from verigym._cli.common import EnvArg, Threads, console, error_line, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 if TYPE_CHECKING:
@@ -254,9 +254,7 @@ def register(app: typer.Typer) -> None:
         seed: int | None = typer.Option(
             None, "--seed", help="Seed of the tasks and of each sample (default 0)."
         ),
-        env_arg: list[str] | None = typer.Option(
-            None, "--env-arg", help="key=value passed to the environment; repeatable."
-        ),
+        env_arg: EnvArg = None,
         out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/<env>-<time>)."),
         resume: bool = typer.Option(
             False, "--resume", help="Continue the run in --out: skip finished samples, redo errored ones."
@@ -277,7 +275,7 @@ def register(app: typer.Typer) -> None:
         ),
         mcp: list[str] | None = typer.Option(None, "--mcp", help=MCP_HELP),
         penalty: list[str] | None = typer.Option(None, "--penalty", help=PENALTY_HELP),
-        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: Threads = None,
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
         set_threads(threads)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from verigym._cli._select_show import online_mode, print_table
-from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
+from verigym._cli.common import EnvArg, Threads, console, fail, parse_kv, set_threads
 from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
@@ -161,9 +161,7 @@ def register(app: typer.Typer) -> None:
         temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature."),
         max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Max tokens per completion."),
         seed: int = typer.Option(0, "--seed", help="Seed of tasks, samples, sub-sampling and fallbacks."),
-        env_arg: list[str] | None = typer.Option(
-            None, "--env-arg", help="key=value passed to the environment; repeatable."
-        ),
+        env_arg: EnvArg = None,
         eta: float = typer.Option(
             0.1,
             "--eta",
@@ -208,7 +206,7 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(
             None, "--out", help="Output folder (default: runs/select-<env>-<time>)."
         ),
-        threads: int | None = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: Threads = None,
     ) -> None:
         """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
         set_threads(threads)

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from verigym._cli.common import THREADS_HELP, console, fail, parse_kv, set_threads
+from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 __all__ = ["TrainProgress", "disk_line", "load_train_config", "register", "summary_table"]
@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
         ),
         steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
         out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
-        threads: int = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: Threads = None,
         async_ahead: int = typer.Option(
             None, "--async", help="Async off-policy RL: generate up to N steps ahead (scale.max_staleness)."
         ),
@@ -253,7 +253,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(
             None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."
         ),
-        threads: int = typer.Option(None, "--threads", help=THREADS_HELP),
+        threads: Threads = None,
     ) -> None:
         """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
         from verigym.envs.registry import EnvError
