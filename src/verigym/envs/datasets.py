@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pydantic_core
 
@@ -85,16 +85,36 @@ def _answer(value: Any, where: str, field: str) -> str:
     return json.dumps(_jsonable(value))
 
 
+class _Fields(TypedDict, total=False):
+    """The keywords that map a row's fields to a task, each optional (see ``from_records``; the
+    defaults are ``_build``'s)."""
+
+    question: str
+    answer: str | None
+    id: str | None
+    info: Sequence[str] | None
+    template: str | None
+
+
 def _build(
     rows: Iterable[tuple[str, Any]],
     *,
-    question: str,
-    answer: str | None,
-    id: str | None,
-    info: Sequence[str] | None,
-    template: str | None,
     id_prefix: str,
+    columns: tuple[str, Sequence[str]] | None = None,
+    question: str = "question",
+    answer: str | None = "answer",
+    id: str | None = None,
+    info: Sequence[str] | None = None,
+    template: str | None = None,
 ) -> list[Task]:
+    """Tasks from ``(where, row)`` pairs mapped by the ``_Fields``; ``columns``: ``(file, names)``
+    of a file whose columns are known up front, checked for the needed fields before any row."""
+    needed = [question] + ([answer] if answer else []) + ([id] if id else []) + list(info or [])
+    if columns is not None:
+        source, names = columns
+        for field in needed:
+            if field not in names:
+                raise DatasetError(f"{source}: missing column {field!r} (columns: {', '.join(names)})")
     tasks: list[Task] = []
     seen: dict[str, str] = {}
     for index, (where, row) in enumerate(rows):
@@ -103,7 +123,6 @@ def _build(
                 f"{where}: expected an object with field {question!r}, got {type(row).__name__}"
             )
         keys = ", ".join(map(str, row)) or "none"
-        needed = [question] + ([answer] if answer else []) + ([id] if id else []) + list(info or [])
         for field in needed:
             if field not in row:
                 raise DatasetError(f"{where}: missing field {field!r} (row has: {keys})")
@@ -126,35 +145,26 @@ def _build(
 
 
 def from_records(
-    rows: Iterable[Mapping[str, Any]],
-    *,
-    question: str = "question",
-    answer: str | None = "answer",
-    id: str | None = None,
-    info: Sequence[str] | None = None,
-    template: str | None = None,
-    source: str = "records",
+    rows: Iterable[Mapping[str, Any]], *, source: str = "records", **fields: Unpack[_Fields]
 ) -> list[Task]:
     """Tasks from dicts (a list, a generator, an HF ``datasets.Dataset``...).
 
-    ``question``: the field holding the prompt (text or messages); ``template``: optional
-    ``str.format`` template over the row's fields for the user message; ``answer``: the reference
-    field (None: tasks have no answer); ``id``: the id field (None: ``{source}-{index}``);
-    ``info``: fields copied into ``Task.info`` (None: every other field).
+    ``fields``: which field is the question (``question``, default "question"; ``template``: an
+    optional ``str.format`` template over the row's fields for the user message), the answer
+    (``answer``, default "answer"; None: tasks have no answer) and the id (``id``, default None:
+    ``{source}-{index}``); ``info``: the fields copied into ``Task.info`` (None: every other field).
     """
-    return _build(
-        ((f"{source}:{i}", row) for i, row in enumerate(rows)),
-        question=question,
-        answer=answer,
-        id=id,
-        info=info,
-        template=template,
-        id_prefix=source,
-    )
+    return _build(((f"{source}:{i}", row) for i, row in enumerate(rows)), id_prefix=source, **fields)
 
 
 def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
     return read_jsonl(path, error=DatasetError)
+
+
+def _parquet_rows(path: Path, table: Any) -> Iterator[tuple[str, Any]]:
+    """``table``'s rows as ``(file:row N, row)``, counting from 1 (converted when first iterated)."""
+    for i, row in enumerate(table.to_pylist(), start=1):
+        yield f"{path}:row {i}", row
 
 
 def _check_file(path: str | Path) -> Path:
@@ -166,37 +176,13 @@ def _check_file(path: str | Path) -> Path:
     return p
 
 
-def load_jsonl(
-    path: str | Path,
-    *,
-    question: str = "question",
-    answer: str | None = "answer",
-    id: str | None = None,
-    info: Sequence[str] | None = None,
-    template: str | None = None,
-) -> list[Task]:
+def load_jsonl(path: str | Path, **fields: Unpack[_Fields]) -> list[Task]:
     """Tasks from a JSON Lines file, one object per line (blank lines skipped). See ``from_records``."""
     p = _check_file(path)
-    return _build(
-        _jsonl_rows(p),
-        question=question,
-        answer=answer,
-        id=id,
-        info=info,
-        template=template,
-        id_prefix=p.stem,
-    )
+    return _build(_jsonl_rows(p), id_prefix=p.stem, **fields)
 
 
-def load_parquet(
-    path: str | Path,
-    *,
-    question: str = "question",
-    answer: str | None = "answer",
-    id: str | None = None,
-    info: Sequence[str] | None = None,
-    template: str | None = None,
-) -> list[Task]:
+def load_parquet(path: str | Path, **fields: Unpack[_Fields]) -> list[Task]:
     """Tasks from a Parquet file, one per row (rows are named ``file:row N``, counting from 1)."""
     import pyarrow.parquet as pq
 
@@ -205,17 +191,10 @@ def load_parquet(
         table = pq.read_table(p)
     except Exception as exc:
         raise DatasetError(f"{p}: not a readable Parquet file ({type(exc).__name__})") from None
-    columns = ", ".join(table.column_names)
-    for field in [question] + ([answer] if answer else []) + ([id] if id else []) + list(info or []):
-        if field not in table.column_names:
-            raise DatasetError(f"{p}: missing column {field!r} (columns: {columns})")
-    rows = ((f"{p}:row {i}", row) for i, row in enumerate(table.to_pylist(), start=1))
-    return _build(
-        rows, question=question, answer=answer, id=id, info=info, template=template, id_prefix=p.stem
-    )
+    return _build(_parquet_rows(p, table), id_prefix=p.stem, columns=(str(p), table.column_names), **fields)
 
 
-def load_tasks(path: str | Path, **fields: Any) -> list[Task]:
+def load_tasks(path: str | Path, **fields: Unpack[_Fields]) -> list[Task]:
     """``load_jsonl`` or ``load_parquet`` by the file's suffix (``.jsonl``/``.ndjson``/``.parquet``)."""
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
