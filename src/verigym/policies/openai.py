@@ -23,12 +23,12 @@ import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from verigym.policies._openai_transport import AiohttpTransport, SdkTransport
 from verigym.policies._openai_transport import Transport as _Wire
 from verigym.policies._openai_wire import classify, parse_response, request_body
-from verigym.policies.base import BatchedPolicy, PolicyError
+from verigym.policies.base import BatchedPolicy, PolicyArgs, PolicyError
 from verigym.types import Completion, Message, Sampling
 
 __all__ = ["OpenAIPolicy", "Transport"]
@@ -182,15 +182,10 @@ class OpenAIPolicy(BatchedPolicy):
             attempt += 1
             self.retries += 1
 
-    async def complete_n(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> list[Completion]:
+    async def complete_n(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> list[Completion]:
         """``sampling.n`` completions in one request (the server's ``n``)."""
-        return await self._request(messages, tools, sampling, sampling.n)
+        sampling = kw["sampling"]
+        return await self._request(messages, kw.get("tools"), sampling, sampling.n)
 
     async def check(self, timeout: float = 5.0) -> list[str]:
         """Fail fast when an endpoint cannot be reached or rejects the API key.

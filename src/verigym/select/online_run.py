@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from verigym.policies.base import Policy, sample
 from verigym.select._common import Candidate, Selection
@@ -21,19 +21,10 @@ from verigym.select._confidence import DEFAULT_FRACTION, DEFAULT_K, DEFAULT_WIND
 from verigym.select._online import OnlineDeepConf, select_online, vote_online
 from verigym.types import Completion, Message, Sampling
 
+if TYPE_CHECKING:
+    from verigym.policies.local import LocalPolicy
+
 __all__ = ["OnlineRun", "run_online"]
-
-
-class _Generates(Protocol):
-    def generate(
-        self,
-        prompts: Sequence[Sequence[Message]],
-        sampling: Sampling,
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        seeds: Sequence[int | None] | None = None,
-        early_stop: Any = None,
-    ) -> list[Completion]: ...
 
 
 @dataclass
@@ -54,7 +45,7 @@ class OnlineRun:
 
 
 async def run_online(
-    policy: Policy | _Generates,
+    policy: Policy | LocalPolicy,
     prompt: Sequence[Message],
     *,
     n: int,

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Unpack
 
-from verigym.policies.base import BatchedPolicy, PolicyError
+from verigym.policies.base import BatchedPolicy, PolicyArgs, PolicyError
 from verigym.policies.local._batcher import PassHooks, Queue, QueueMixin
 from verigym.policies.local._chat import encode_chat, render_chat, special_texts, strip_markers
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec, run_rows
@@ -340,15 +340,10 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
             for s, r in zip(specs, results, strict=True)
         ]
 
-    async def complete_n(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[dict[str, Any]] | None = None,
-        sampling: Sampling,
-    ) -> list[Completion]:
+    async def complete_n(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> list[Completion]:
         """``sampling.n`` samples of one prompt (seeds ``seed, seed+1, ...``), prefilled once and
         micro-batched with concurrent calls (``complete`` is the one-sample case)."""
+        tools, sampling = kw.get("tools"), kw["sampling"]
         version, adapter = self.version, self._adapter
         ids = self.encode(messages, tools)
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(max(1, sampling.n))]
