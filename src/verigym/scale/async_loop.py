@@ -29,8 +29,7 @@ from verigym.scale.correction import Correction, correct_rows, staleness_metrics
 from verigym.scale.sampler import InProcessSampler, Sampler
 from verigym.train import Group, Sample, StepBatch
 from verigym.train.config import TrainConfig
-from verigym.train.monitor import MetricsLog
-from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer
+from verigym.train.rl import Progress, RLTrainer
 
 __all__ = ["AsyncRLTrainer", "sample_version"]
 
@@ -106,12 +105,7 @@ class AsyncRLTrainer(RLTrainer):
     async def run_async(self) -> list[dict[str, Any]]:
         cfg = self.cfg
         d = self.max_staleness
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
-        log = MetricsLog(
-            self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
-        )
-        log.truncate_after(self.step - 1)
+        log = self.open_log()
         queue: asyncio.Queue[StepBatch | None] = asyncio.Queue()  # the tickets bound it to d + 1
         tickets = asyncio.Semaphore(d + 1)  # generation of step k waits until step k-d-1 is trained
         start = self.step

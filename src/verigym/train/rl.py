@@ -308,12 +308,7 @@ class RLTrainer:
 
     async def run_async(self) -> list[dict[str, Any]]:
         cfg = self.cfg
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
-        log = MetricsLog(
-            self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
-        )
-        log.truncate_after(self.step - 1)
+        log = self.open_log()
         queue: asyncio.Queue[StepBatch | None] = asyncio.Queue(maxsize=cfg.rl.queue_size)
         tickets = asyncio.Semaphore(1)  # max lag 0: generation of step k+1 waits for step k's weights
         start = self.step
@@ -342,6 +337,18 @@ class RLTrainer:
                 producer.cancel()
                 log.close()
         return self.history
+
+    def open_log(self) -> MetricsLog:
+        """Write the run's config to ``out_dir`` and open its metrics log, dropping the rows of steps
+        after the one this run resumes from (where both ``run_async`` loops start)."""
+        cfg = self.cfg
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
+        log = MetricsLog(
+            self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
+        )
+        log.truncate_after(self.step - 1)
+        return log
 
     async def finish_step(self, metrics: dict[str, Any], log: MetricsLog) -> None:
         """After step ``self.step``'s update: held-out eval when due, log, progress, checkpoint."""
