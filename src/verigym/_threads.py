@@ -10,6 +10,12 @@ the default executor), and the awaiting side can stop waiting with ``asyncio.wai
 threads are started when needed and live as long as the process (a sandbox started with bwrap's
 ``--die-with-parent`` follows the thread that started it), as daemons: a grader that never returns
 cannot hold the process open at exit the way a default-executor thread holds ``asyncio.run``.
+
+The other way round, async code called from sync code: ``run_blocking(coro)`` runs a coroutine to
+completion on an event loop of its own; when the calling thread already runs a loop (a notebook, an
+async caller), that loop is left alone and the coroutine's loop runs in a worker thread instead.
+``blocking(afn, name, doc)`` is the sync twin of an async function: the same parameters (to the
+type checker too), the result of ``run_blocking(afn(...))``.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ import functools
 import os
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["MAX_WORKERS", "in_thread"]
+__all__ = ["MAX_WORKERS", "blocking", "in_thread", "run_blocking"]
 
+P = ParamSpec("P")
 T = TypeVar("T")
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # the default executor's size
 
@@ -97,3 +105,27 @@ def in_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     caller's context (as ``asyncio.to_thread``). Cancelling it stops the wait, not the call."""
     call = functools.partial(contextvars.copy_context().run, fn, *args)
     return _POOL.submit(asyncio.get_running_loop(), call)
+
+
+def run_blocking(coro: Coroutine[Any, Any, T], thread_name: str = "verigym-blocking") -> T:
+    """``coro``'s result, on an event loop of its own (in a worker thread named ``thread_name`` when
+    this thread runs one); its exception propagates."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix=thread_name) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def blocking(afn: Callable[P, Coroutine[Any, Any, T]], name: str, doc: str) -> Callable[P, T]:
+    """A function named ``name`` (in ``afn``'s module) that takes ``afn``'s arguments and returns
+    ``run_blocking(afn(...))``; ``doc`` is its docstring."""
+
+    @functools.wraps(afn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_blocking(afn(*args, **kwargs), thread_name=f"verigym-{name}")
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run

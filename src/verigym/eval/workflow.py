@@ -32,15 +32,14 @@ has one (Jupyter); ``aevaluate`` is the coroutine.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from verigym._threads import blocking
 from verigym.envs.base import Environment
 from verigym.eval.config import ConfigError, EvalConfig, build
 from verigym.eval.run import EvalResult
@@ -308,29 +307,8 @@ async def _run(
     return result
 
 
-def evaluate(
-    env: str | Environment,
-    model: ModelSpec | Policy | str | None = None,
-    config: EvalConfig | None = None,
-    *,
-    env_args: Mapping[str, Any] | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    on_event: OnEvent | None = None,
-    **options: Any,
-) -> EvalResult:
-    """``aevaluate`` on an event loop of its own (in a worker thread when this thread runs one)."""
-
-    def run() -> EvalResult:
-        return asyncio.run(
-            aevaluate(
-                env, model, config, env_args=env_args, out=out, resume=resume, on_event=on_event, **options
-            )
-        )
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return run()
-    with ThreadPoolExecutor(1, thread_name_prefix="verigym-evaluate") as pool:
-        return pool.submit(run).result()
+evaluate = blocking(
+    aevaluate,
+    "evaluate",
+    """``aevaluate`` on an event loop of its own (in a worker thread when this thread runs one).""",
+)

@@ -29,11 +29,12 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from verigym._threads import run_blocking
 from verigym.graders.families import GraderFamily
 from verigym.graders.format import strip_think
 from verigym.graders.judge._eval import JudgeAgreement, judge_agreement
@@ -63,8 +64,6 @@ __all__ = [
     "quoted_phrase_verdict",
     "score_node",
 ]
-
-T = TypeVar("T")
 
 JUDGE_SYSTEM = (
     "You are a careful, strict grader. You decide whether one rubric criterion is met by the "
@@ -350,28 +349,6 @@ def quoted_phrase_verdict(messages: Sequence[Message]) -> str:
     return json.dumps({"explanation": f"phrases {phrases}", "criteria_met": met})
 
 
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    out: list[T] = []
-    errs: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            out.append(asyncio.run(coro))
-        except BaseException as exc:
-            errs.append(exc)
-
-    t = threading.Thread(target=target)
-    t.start()
-    t.join()
-    if errs:
-        raise errs[0]
-    return out[0]
-
-
 def bench_verdict(line: dict[str, Any]) -> bool:
     """Accept when the scripted judge's rubric score reaches ``threshold``; a judge error raises."""
     from verigym.policies.scripted import ScriptedPolicy
@@ -383,7 +360,7 @@ def bench_verdict(line: dict[str, Any]) -> bool:
     reply = Message(role="assistant", content=text)
     traj.turns.append(Turn(source="model", messages=[reply], completion=Completion(text=text)))
     grader = judge_grader(policy, line["rubric"])
-    grade = _run_sync(grader.grade(task, traj))
+    grade = run_blocking(grader.grade(task, traj))
     if grade.error is not None:
         raise JudgeError(grade.error)
     return grade.score >= float(line.get("threshold", 0.5))
