@@ -18,6 +18,7 @@ import functools
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeAlias
 
 from verigym.graders.math._exact_path._exactnum import Defer as _Defer
 from verigym.graders.math._exact_path._exactnum import Num, literal, scalar_eq
@@ -26,6 +27,7 @@ from verigym.graders.math._shared._norm import split_decor, split_top
 from verigym.graders.math._shared._rules import (
     NUM_RE,
     Answers,
+    Seq,
     bracketed,
     chain_ends,
     decide_texts,
@@ -47,13 +49,6 @@ _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|cdot|times|div|infty
 _REL = re.compile(r"(\\le |\\ge |<|>)")  # _parse._REL_OPS without \ne
 _VAR = re.compile(r"[a-zA-Z]")
 _MIXED = re.compile(r"([+-]?)\s*(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}|([+-]?)\s*(\d+)\s+([1-9]\d*)/(\d+)")
-
-
-@dataclass(frozen=True)
-class Seq:
-    open: str
-    close: str
-    items: tuple[Val, ...]
 
 
 @dataclass(frozen=True)
@@ -79,7 +74,7 @@ class Ival:
     hi_open: bool
 
 
-Val = Num | Seq | Group | Eq | Ival
+Val: TypeAlias = Num | Seq["Val"] | Group | Eq | Ival
 
 
 class _Reader(Cursor):

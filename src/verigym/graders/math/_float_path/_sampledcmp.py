@@ -8,12 +8,13 @@ sympy would simplify). Expressions compare in ``_sampledexpr``, sets with consta
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from verigym.graders.math._float_path._bounded import Unsure
 from verigym.graders.math._float_path._intervals import End, Piece, interval, pieces_eq, point, union
 from verigym.graders.math._float_path._sampledexpr import Expr, expr_eq, scalar_eq
 from verigym.graders.math._shared._reader import read
-from verigym.graders.math._shared._rules import flat, matrix_eq, multiset_eq, seq_eq
+from verigym.graders.math._shared._rules import Seq, flat, matrix_eq, multiset_eq, seq_eq
 
 __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
 
@@ -22,13 +23,6 @@ __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set
 class Group:  # _values.Group: an unordered list or set literal
     items: tuple[Val, ...]
     pm: bool = False  # the variants of one "a \\pm b": spliced into the enclosing list
-
-
-@dataclass(frozen=True)
-class Seq:  # _values.Seq: a tuple or interval
-    open: str
-    close: str
-    items: tuple[Val, ...]
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,7 @@ class Mat:  # _values.Mat: a matrix literal, entry by entry
     rows: tuple[tuple[Val, ...], ...]
 
 
-Val = Expr | Group | Seq | Eqn | Inf | SetOf | Mat
+Val: TypeAlias = Expr | Group | Seq["Val"] | Eqn | Inf | SetOf | Mat
 
 
 def _end(v: Val, lo: bool) -> End | None:

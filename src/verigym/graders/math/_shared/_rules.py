@@ -23,7 +23,7 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from verigym.graders.math._shared._extract import extract, in_question
 from verigym.graders.math._shared._norm import clean, repair, split_top
@@ -37,6 +37,7 @@ __all__ = [
     "STRAY_PERIOD",
     "THOUSANDS",
     "Answers",
+    "Seq",
     "Written",
     "approx_side",
     "balanced",
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+V = TypeVar("V")  # a path's value type, the items of its Seq
 THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:[, ]\d{3})+(?:\.\d+)?")  # "7,425,000", "1 000"
 DECIMAL_COMMA = re.compile(r"-?\d+,\d+")  # "1,22", "0,111"
 
@@ -295,16 +297,17 @@ def matrix_eq(g: Any, p: Any, eq: Callable[[Any, Any], bool], mat: type[Any], se
     return all(eq(x, y) for x, y in zip(a[1], b[1], strict=True))
 
 
-class _Seq(Protocol):
-    @property
-    def open(self) -> str: ...
-    @property
-    def close(self) -> str: ...
-    @property
-    def items(self) -> Sequence[Any]: ...
+@dataclass(frozen=True)
+class Seq(Generic[V]):
+    """Bracketed items, a tuple or (compared with one) an interval: the ``Seq`` of every path, whose
+    items are that path's values."""
+
+    open: str
+    close: str
+    items: tuple[V, ...]
 
 
-def seq_eq(g: _Seq, p: _Seq, eq: Callable[[Any, Any], bool]) -> bool | None:
+def seq_eq(g: Seq[Any], p: Seq[Any], eq: Callable[[Any, Any], bool]) -> bool | None:
     """Tuples and intervals item by item: False when the sizes or an interval's ends differ, True
     when every item agrees, None when some item does not (each path then tries its own readings)."""
     if len(g.items) != len(p.items):

@@ -232,7 +232,7 @@ def sets_eq(a: Any, b: Any) -> bool:
     return True
 
 
-def _seq_as_set(s: Seq) -> Any:
+def _seq_as_set(s: Seq[Value]) -> Any:
     if (
         len(s.items) == 2
         and s.open in "(["
@@ -304,7 +304,7 @@ def _prose_eq(g: Value, p: Value) -> bool:
     return False
 
 
-def _order_eq(g: Rel, p: Seq | Group) -> bool:
+def _order_eq(g: Rel, p: Seq[Value] | Group) -> bool:
     """``b < a < d < c`` answered ``b, a, d, c``: the same letters in the chain's order."""
     if len(set(g.ops)) != 1 or g.ops[0] not in ("<", ">") or len(g.exprs) != len(p.items):
         return False
@@ -313,7 +313,7 @@ def _order_eq(g: Rel, p: Seq | Group) -> bool:
     return all(isinstance(i, Scalar) and i.expr == e for i, e in zip(p.items, g.exprs, strict=True))
 
 
-def _rename_parameter(g: Seq, p: Seq) -> Seq | None:
+def _rename_parameter(g: Seq[Value], p: Seq[Value]) -> Seq[Value] | None:
     """``(-32 + 3x, 64 - 5x)`` and ``(-32 + 3t, 64 - 5t)``: one family of tuples when the answer's
     only other letter is a parameter name (t, k, n, ...), renamed consistently in every item."""
     if not all(isinstance(i, Scalar) and isinstance(i.expr, sympy.Basic) for i in g.items + p.items):

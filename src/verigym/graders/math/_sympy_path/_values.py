@@ -21,7 +21,7 @@ from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
 from verigym.graders.math._shared._norm import Decor
-from verigym.graders.math._shared._rules import digits
+from verigym.graders.math._shared._rules import Seq, digits
 from verigym.graders.math._sympy_path._fast import fast_sympy
 
 __all__ = [
@@ -63,13 +63,6 @@ class SetV:
 
 
 @dataclass(frozen=True)
-class Seq:
-    open: str
-    close: str
-    items: tuple[Value, ...]
-
-
-@dataclass(frozen=True)
 class Group:
     items: tuple[Value, ...]
     pm: bool = False  # the expansion of one "a \\pm b": its items belong to the enclosing list
@@ -92,7 +85,7 @@ class Text:
     t: str
 
 
-Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq | Group | Mat | Text
+Value: TypeAlias = Scalar | Eqn | Rel | SetV | Seq["Value"] | Group | Mat | Text
 
 _FRAC = re.compile(r"^([+-]?)(?:\\frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))$")
 _I = sympy.Symbol("i")
