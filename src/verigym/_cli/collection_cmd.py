@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from verigym._cli.common import Threads, console, eval_policy, fail, parse_kv, set_threads
+from verigym._cli.common import (
+    BaseUrl,
+    MaxTokens,
+    Temperature,
+    Threads,
+    console,
+    eval_policy,
+    fail,
+    parse_kv,
+    set_threads,
+)
 
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
@@ -157,9 +167,7 @@ def register(app: typer.Typer) -> None:
         model: str | None = typer.Option(
             None, "--model", "-m", help="Model name at --base-url (or local path)."
         ),
-        base_url: list[str] | None = typer.Option(
-            None, "--base-url", help="OpenAI-compatible endpoint; repeatable."
-        ),
+        base_url: BaseUrl = None,
         api_key_env: str | None = typer.Option(None, "--api-key-env", help="Variable holding the API key."),
         policy: str | None = typer.Option(
             None, "--policy", help="oracle or null: each env's own policy (a self-check)."
@@ -168,8 +176,8 @@ def register(app: typer.Typer) -> None:
         samples_per_task: int = typer.Option(
             1, "-k", "--samples-per-task", help="Samples per task (pass@k)."
         ),
-        temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
-        max_tokens: int = typer.Option(512, "--max-tokens", help="Max tokens per completion."),
+        temperature: Temperature = 1.0,
+        max_tokens: MaxTokens = 512,
         concurrency: int = typer.Option(32, "--concurrency", help="Rollouts in flight at once."),
         seed: int = typer.Option(0, "--seed", help="Seed of tasks and samples."),
         env_arg: list[str] | None = typer.Option(

@@ -1,6 +1,6 @@
 """Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, the
 policy an eval configuration asks for (used by ``eval`` and ``suite``), and the options several
-commands declare word for word (``Threads``, ``EnvArg``)."""
+commands declare word for word (``Threads``, ``EnvArg``, ``BaseUrl``, ``Temperature``, ``MaxTokens``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "THREADS_HELP",
+    "BaseUrl",
     "EnvArg",
+    "MaxTokens",
+    "Temperature",
     "Threads",
     "console",
     "error_line",
@@ -36,6 +39,11 @@ Threads = Annotated[int | None, typer.Option("--threads", help=THREADS_HELP)]
 EnvArg = Annotated[
     list[str] | None, typer.Option("--env-arg", help="key=value passed to the environment; repeatable.")
 ]
+BaseUrl = Annotated[
+    list[str] | None, typer.Option("--base-url", help="OpenAI-compatible endpoint; repeatable.")
+]
+Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
+MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Max tokens per completion.")]
 
 console = Console(stderr=False)
 _err = Console(stderr=True)

@@ -13,12 +13,11 @@ from typing import Annotated, Any
 
 import typer
 
-from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
+from verigym._cli.common import MaxTokens, Temperature, Threads, console, fail, parse_kv, set_threads
 
 __all__ = ["register"]
 
 # The options ``profile`` and ``synth`` share, word for word.
-_MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Max tokens per completion.")]
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the tasks and samples.")]
 _EnvArg = Annotated[list[str] | None, typer.Option("--env-arg", help="key=value for the env; repeatable.")]
 
@@ -61,8 +60,8 @@ def register(app: typer.Typer) -> None:
             8, "-k", "--samples-per-task", help="Samples per task (the estimate's n)."
         ),
         split: str = typer.Option("train", "--split", help="Which split to profile (usually train)."),
-        temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
-        max_tokens: _MaxTokens = None,
+        temperature: Temperature = 1.0,
+        max_tokens: MaxTokens = None,
         seed: _Seed = 0,
         band: tuple[float, float] = typer.Option(
             (0.0, 1.0), "--band", help="Pass-rate band LOW HIGH (open)."
@@ -116,7 +115,7 @@ def register(app: typer.Typer) -> None:
         samples: int = typer.Option(4, "-k", "--samples-per-task", help="Samples per task."),
         split: str = typer.Option("train", "--split", help="Which split (never the test split you report)."),
         temperature: float = typer.Option(1.0, "--temperature", help="Teacher sampling temperature."),
-        max_tokens: _MaxTokens = None,
+        max_tokens: MaxTokens = None,
         seed: _Seed = 0,
         keep: str = typer.Option("all", "--keep", help="all | shortest | diverse (n-gram dedupe)."),
         per_task: int | None = typer.Option(None, "--per-task", help="At most this many kept per task."),

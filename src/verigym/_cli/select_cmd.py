@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from verigym._cli._select_show import online_mode, print_table
-from verigym._cli.common import EnvArg, Threads, console, fail, parse_kv, set_threads
+from verigym._cli.common import BaseUrl, EnvArg, Threads, console, fail, parse_kv, set_threads
 from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
@@ -142,9 +142,7 @@ def register(app: typer.Typer) -> None:
         model: str | None = typer.Option(
             None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
         ),
-        base_url: list[str] | None = typer.Option(
-            None, "--base-url", help="OpenAI-compatible endpoint; repeatable."
-        ),
+        base_url: BaseUrl = None,
         api_key_env: str | None = typer.Option(
             None, "--api-key-env", help="Environment variable holding the API key."
         ),
