@@ -28,7 +28,7 @@ import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from verigym.policies.base import PolicyError
 from verigym.policies.local._toolformats import (
@@ -247,18 +247,22 @@ def render_chat(
     return str(text)
 
 
+class _RenderOptions(TypedDict, total=False):
+    """``render_chat``'s keyword options (its defaults apply), which ``encode_chat`` passes on."""
+
+    tool_format: str | ToolFormat | None
+    add_generation_prompt: bool
+
+
 def encode_chat(
     tokenizer: Any,
     messages: Sequence[Message | Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    tool_format: str | ToolFormat | None = None,
-    add_generation_prompt: bool = True,
+    **options: Unpack[_RenderOptions],
 ) -> list[int]:
-    """Token ids of ``render_chat``'s prompt, ending with the assistant cue."""
-    text = render_chat(
-        tokenizer, messages, tools, tool_format=tool_format, add_generation_prompt=add_generation_prompt
-    )
+    """Token ids of ``render_chat``'s prompt, ending with the assistant cue (with the default
+    ``add_generation_prompt``)."""
+    text = render_chat(tokenizer, messages, tools, **options)
     ids: list[int] = tokenizer(text, add_special_tokens=False)["input_ids"]
     return ids
 
