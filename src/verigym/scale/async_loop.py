@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from verigym.envs.base import Environment
 from verigym.scale.correction import Correction, correct_rows, staleness_metrics
 from verigym.scale.sampler import InProcessSampler, Sampler
 from verigym.train import Group, Sample, StepBatch
 from verigym.train.config import TrainConfig
-from verigym.train.rl import Progress, RLTrainer
+from verigym.train.rl import RLTrainer, TrainerArgs
 
 __all__ = ["AsyncRLTrainer", "sample_version"]
 
@@ -49,16 +46,12 @@ class AsyncRLTrainer(RLTrainer):
         self,
         cfg: TrainConfig,
         *,
-        model: Any,
-        tokenizer: Any,
-        envs: Sequence[tuple[str, Environment]] | None = None,
-        out_dir: str | Path | None = None,
-        progress: Progress | None = None,
         max_staleness: int | None = None,
         correction: Correction | None = None,
         sampler: Sampler | None = None,
+        **parts: Unpack[TrainerArgs],
     ) -> None:
-        super().__init__(cfg, model=model, tokenizer=tokenizer, envs=envs, out_dir=out_dir, progress=progress)
+        super().__init__(cfg, **parts)
         sc = cfg.scale
         if max_staleness is None:
             max_staleness = sc.max_staleness or 0

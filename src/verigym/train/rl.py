@@ -22,7 +22,7 @@ import copy
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 
@@ -41,7 +41,15 @@ from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
 from verigym.types import Sampling, Task
 
-__all__ = ["RUN_CONFIG", "Progress", "RLTrainer", "load_envs", "make_scheduler", "run_config_path"]
+__all__ = [
+    "RUN_CONFIG",
+    "Progress",
+    "RLTrainer",
+    "TrainerArgs",
+    "load_envs",
+    "make_scheduler",
+    "run_config_path",
+]
 
 RUN_CONFIG = "train_config.json"
 """The run's config, beside its metrics (not ``config.json``: that name marks a model directory)."""
@@ -101,6 +109,17 @@ def select_tasks(
     if not tasks:
         raise ConfigError(f"envs.{name}: no training task is left after profile/band/task_ids selection")
     return tasks
+
+
+class TrainerArgs(TypedDict):
+    """``RLTrainer``'s keyword arguments after ``cfg`` (its defaults apply), for a subclass that
+    takes them and adds its own (``scale.AsyncRLTrainer``)."""
+
+    model: Any
+    tokenizer: Any
+    envs: NotRequired[Sequence[tuple[str, Environment]] | None]
+    out_dir: NotRequired[str | Path | None]
+    progress: NotRequired[Progress | None]
 
 
 class RLTrainer:
