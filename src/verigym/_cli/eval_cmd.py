@@ -203,6 +203,12 @@ def _run(config: EvalConfig, out: Path, resume: bool) -> None:
         raise typer.Exit(1)
 
 
+def _flag(*names: str, help: str) -> Any:
+    """An option that is unset (None) unless given, so that --config and a resumed run's saved config
+    can fill it (precedence: defaults < saved config < --config < flags)."""
+    return typer.Option(None, *names, help=help)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``verigym eval`` to ``app``."""
 
@@ -211,70 +217,56 @@ def register(app: typer.Typer) -> None:
         env: str | None = typer.Argument(
             None, help="Environment: a name from `verigym envs`, or module:attr / file.py:attr."
         ),
-        model: str | None = typer.Option(
-            None,
+        model: str | None = _flag(
             "--model",
             "-m",
             help="Model name at --base-url; without it a local model directory or a catalogue name "
             "(`verigym models pull NAME`, e.g. smollm2-135m-instruct).",
         ),
-        base_url: list[str] | None = typer.Option(
-            None,
+        base_url: list[str] | None = _flag(
             "--base-url",
             help="OpenAI-compatible endpoint; repeat to load-balance one model over several.",
         ),
-        api_key_env: str | None = typer.Option(
-            None, "--api-key-env", help="Name of the environment variable that holds the API key."
+        api_key_env: str | None = _flag(
+            "--api-key-env", help="Name of the environment variable that holds the API key."
         ),
-        policy: str | None = typer.Option(
-            None,
+        policy: str | None = _flag(
             "--policy",
             help="oracle or null: the environment's own policy instead of a model (no --model/"
             "--base-url), through the same results, summary and report (e.g. HumanEval's canonical "
             "solutions: `verigym eval humaneval --policy oracle -n 164`).",
         ),
-        num_tasks: int | None = typer.Option(None, "-n", "--num-tasks", help="Number of tasks (default 50)."),
-        samples_per_task: int | None = typer.Option(
-            None,
+        num_tasks: int | None = _flag("-n", "--num-tasks", help="Number of tasks (default 50)."),
+        samples_per_task: int | None = _flag(
             "-k",
             "--samples-per-task",
             help="Samples per task; pass@k is reported for k=1..K (default 1).",
         ),
-        concurrency: int | None = typer.Option(
-            None,
+        concurrency: int | None = _flag(
             "--concurrency",
             help="Rollouts in flight at once (also per-endpoint requests) (default 32).",
         ),
-        temperature: float | None = typer.Option(
-            None, "--temperature", help="Sampling temperature (default 1.0)."
-        ),
-        max_tokens: int | None = typer.Option(
-            None, "--max-tokens", help="Max tokens per model completion (default 512)."
-        ),
-        seed: int | None = typer.Option(
-            None, "--seed", help="Seed of the tasks and of each sample (default 0)."
-        ),
+        temperature: float | None = _flag("--temperature", help="Sampling temperature (default 1.0)."),
+        max_tokens: int | None = _flag("--max-tokens", help="Max tokens per model completion (default 512)."),
+        seed: int | None = _flag("--seed", help="Seed of the tasks and of each sample (default 0)."),
         env_arg: EnvArg = None,
-        out: Path | None = typer.Option(None, "--out", help="Output folder (default runs/<env>-<time>)."),
+        out: Path | None = _flag("--out", help="Output folder (default runs/<env>-<time>)."),
         resume: bool = typer.Option(
             False, "--resume", help="Continue the run in --out: skip finished samples, redo errored ones."
         ),
-        config: Path | None = typer.Option(
-            None,
+        config: Path | None = _flag(
             "--config",
             help="TOML file with these options (long names, underscores); flags override it.",
         ),
-        harness: str | None = typer.Option(
-            None, "--harness", help="Harness variant, passed as env arg harness=."
+        harness: str | None = _flag("--harness", help="Harness variant, passed as env arg harness=."),
+        tool_variant: int | None = _flag(
+            "--tool-variant", help="Tool-set variation seed, passed as env arg tool_variant=."
         ),
-        tool_variant: int | None = typer.Option(
-            None, "--tool-variant", help="Tool-set variation seed, passed as env arg tool_variant=."
+        suite: str | None = _flag(
+            "--suite", help="Evaluate a suite of environments (e.g. holistic) into one scorecard."
         ),
-        suite: str | None = typer.Option(
-            None, "--suite", help="Evaluate a suite of environments (e.g. holistic) into one scorecard."
-        ),
-        mcp: list[str] | None = typer.Option(None, "--mcp", help=MCP_HELP),
-        penalty: list[str] | None = typer.Option(None, "--penalty", help=PENALTY_HELP),
+        mcp: list[str] | None = _flag("--mcp", help=MCP_HELP),
+        penalty: list[str] | None = _flag("--penalty", help=PENALTY_HELP),
         threads: Threads = None,
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from verigym.envs.base import Environment
 from verigym.eval.config import ConfigError, EvalConfig, write_config_json
@@ -30,6 +30,20 @@ from verigym.types import Record, Task
 __all__ = ["EvalResult", "Tally", "evaluate", "finish", "results_path"]
 
 
+class _RunFile:
+    """A file of the run's folder, read as an attribute (``result.summary_file``: ``out/summary.json``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, run: None, owner: type) -> _RunFile: ...
+    @overload
+    def __get__(self, run: EvalResult, owner: type | None = None) -> Path: ...
+    def __get__(self, run: EvalResult | None, owner: type | None = None) -> Path | _RunFile:
+        return self if run is None else run.out / self.name
+
+
 @dataclass
 class EvalResult:
     """A finished run: its folder, summary and record counts (``config``: set by ``verigym.evaluate``)."""
@@ -40,21 +54,10 @@ class EvalResult:
     skipped: int  # finished records kept from before (a resumed run)
     config: EvalConfig | None = None  # the options the run resolved to
 
-    @property
-    def results_file(self) -> Path:
-        return self.out / "results.jsonl"
-
-    @property
-    def summary_file(self) -> Path:
-        return self.out / "summary.json"
-
-    @property
-    def report_file(self) -> Path:
-        return self.out / "report.html"
-
-    @property
-    def config_file(self) -> Path:
-        return self.out / "config.json"
+    results_file = _RunFile("results.jsonl")
+    summary_file = _RunFile("summary.json")
+    report_file = _RunFile("report.html")
+    config_file = _RunFile("config.json")
 
 
 def results_path(out: str | Path) -> Path:
