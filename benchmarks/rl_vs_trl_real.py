@@ -143,8 +143,14 @@ def trl_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
+    """One side's RL run in its own process; a finished side with the same job is reused (``--fresh``
+    redoes it), so seeds can run in separate invocations and an interrupted run loses one side at most."""
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
+    done = out / "side.json"
+    key = {k: v for k, v in job.items() if k != "fresh"}
+    if not job["fresh"] and done.is_file() and json.loads(done.read_text())["job"] == key:
+        return dict(json.loads(done.read_text())["result"])
     spec = out / "job.json"
     if side == "trl":
         spec.write_text(json.dumps(trl_job(job)))
@@ -158,6 +164,8 @@ def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
     result = dict(json.loads((out / "result.json").read_text()))
     result["process_s"] = time.perf_counter() - t0
     result["s_per_step"] = statistics.fmean(result["step_times"])
+    result["after"] = held_out(str(out / "model"), job)
+    done.write_text(json.dumps({"job": key, "result": result}))
     return result
 
 
@@ -192,6 +200,7 @@ def main() -> None:
         default=None,
         help="a folder of sft-SEED.pt/.json: the recipe's SFT weights as benchmarks/learning.py --keep-sft saves them",
     )
+    ap.add_argument("--fresh", action="store_true", help="redo sides already finished under --work")
     ap.add_argument("--side", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side is not None:
@@ -206,7 +215,7 @@ def main() -> None:
     sets.update({"rl__steps": args.steps, "rl__dynamic_sampling": False, "rl__overlong_buffer": 0})
     print(machine(), f"· steps {args.steps} · threads {args.threads} · sets {sets}")
     rows = []
-    for i, seed in enumerate(parse_seeds(args.seeds)):
+    for seed in parse_seeds(args.seeds):
         base = {
             "seed": seed,
             "model": args.model,
@@ -214,6 +223,7 @@ def main() -> None:
             "threads": args.threads,
             "work": str(args.work),
             "sft_from": str(args.sft_from or ""),
+            "fresh": args.fresh,
         }
         sft = sft_checkpoint(base)
         row: dict[str, Any] = {
@@ -221,10 +231,9 @@ def main() -> None:
             "sft_steps": sft["sft_steps"],
             "after_sft": held_out(sft["dir"], base),
         }
-        for side in ("verigym", "trl") if i % 2 == 0 else ("trl", "verigym"):
+        for side in ("verigym", "trl") if seed % 2 == 0 else ("trl", "verigym"):
             job = {**base, "sft_dir": sft["dir"], "out": str(args.work / f"{side}-{seed}")}
             row[side] = run_side(side, job)
-            row[side]["after"] = held_out(str(Path(job["out"]) / "model"), base)
             print(
                 f"seed {seed} {side}: {row[side]['s_per_step']:.2f} s/step, pass@1 after {row[side]['after']:.3f}"
             )
