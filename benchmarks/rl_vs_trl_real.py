@@ -142,14 +142,20 @@ def trl_job(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _job_key(job: dict[str, Any]) -> dict[str, Any]:
+    """What makes two sides' runs the same job: not where they are kept (``--work`` relative or
+    absolute) nor ``--fresh``."""
+    return {k: v for k, v in job.items() if k not in ("fresh", "work", "out")}
+
+
 def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
     """One side's RL run in its own process; a finished side with the same job is reused (``--fresh``
     redoes it), so seeds can run in separate invocations and an interrupted run loses one side at most."""
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     done = out / "side.json"
-    key = {k: v for k, v in job.items() if k != "fresh"}
-    if not job["fresh"] and done.is_file() and json.loads(done.read_text())["job"] == key:
+    key = _job_key(job)
+    if not job["fresh"] and done.is_file() and _job_key(json.loads(done.read_text())["job"]) == key:
         return dict(json.loads(done.read_text())["result"])
     spec = out / "job.json"
     if side == "trl":
