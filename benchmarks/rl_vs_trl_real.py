@@ -12,7 +12,8 @@ Same model, same SFT checkpoint, same task and settings, sides alternating seed 
    constant lr, the same groups × samples per step, temperature and completion cap) each run
    ``--steps`` steps in their own process with the same torch threads; the reward on both sides
    is verigym's arithmetic check;
-3. both trained models are evaluated by the same held-out greedy eval (the recipe's ``eval``).
+3. both trained models are evaluated by the same held-out eval, the recipe's ``eval``: pass@1 sampled at
+   T = 1, 100 test tasks × 4 samples, seeded alike on both sides.
 
 It prints seconds per step (each step timed from its start to its end, on both sides), the ratio,
 held-out pass@1 after each side with the paired difference and its 95% t-interval, where a verigym
@@ -176,7 +177,7 @@ def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def held_out(model_dir: str, job: dict[str, Any]) -> float:
-    """The recipe's held-out eval (greedy, the test split under the seed) on a saved model."""
+    """The recipe's held-out eval (pass@1 at T = 1 on the test split under the seed) on a saved model."""
     from verigym.train._model import load_model
     from verigym.train.rl import RLTrainer, load_envs
 
