@@ -162,7 +162,10 @@ def test_default_format_follows_the_template_then_the_name() -> None:
     assert default_format(_tokenizer("{% if m.role == 'ipython' %}{% endif %}")) == "llama3"
     assert default_format(_tokenizer(CHATML, "HuggingFaceTB/SmolLM2-135M-Instruct")) == "smollm2"
     assert default_format(_tokenizer(CHATML, "/cache/models/smollm2-135m-instruct")) == "smollm2"
-    assert default_format(_tokenizer(CHATML, "some/chatml-model")) == "hermes"
+    generic_chatml = CHATML.replace(" named SmolLM, trained by Hugging Face", "")
+    assert default_format(_tokenizer(generic_chatml, "some/chatml-model")) == "hermes"
+    # a fine-tuned SmolLM2 saved under any name keeps its template's default system prompt
+    assert default_format(_tokenizer(CHATML, "runs/rl/checkpoints/step_000012/model")) == "smollm2"
     assert default_format(tiny.build_tokenizer()) == "hermes"
     with pytest.raises(ValueError, match="unknown tool format"):
         get_format("nope")

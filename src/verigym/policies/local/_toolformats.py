@@ -337,7 +337,11 @@ def _template_text(tokenizer: Any) -> str:
 
 def default_format(tokenizer: Any) -> str:
     """The format a tokenizer's model most likely writes: the one its chat template mentions, else
-    ``smollm2`` for the SmolLM family (by ``name_or_path``), else ``hermes``."""
+    ``smollm2`` for the SmolLM family, else ``hermes``.
+
+    The family is told by ``name_or_path`` or by the template's default system prompt ("named SmolLM"):
+    a fine-tuned copy saved to a directory of any name keeps its template, and rendering its tools in
+    another format than it was trained on silently breaks its calls."""
     template = _template_text(tokenizer)
     if "<tool_call>" in template:
         return "hermes"
@@ -345,6 +349,6 @@ def default_format(tokenizer: Any) -> str:
         return "mistral"
     if "<|python_tag|>" in template or "ipython" in template:
         return "llama3"
-    if "smollm" in str(getattr(tokenizer, "name_or_path", "") or "").lower():
+    if "smollm" in str(getattr(tokenizer, "name_or_path", "") or "").lower() or "named SmolLM" in template:
         return "smollm2"
     return "hermes"
