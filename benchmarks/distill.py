@@ -191,12 +191,19 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# --env -> the default plot and the task's name in its title
+_TASKS: dict[str, tuple[str, str]] = {
+    "arithmetic": ("distill.png", "tiny quickstart task"),
+    "calc": ("distill_calc.png", "tiny model on the calc tool demo"),
+}
+
+
 def smooth(values: list[float], k: int = 5) -> list[float]:
     """A trailing mean over ``k`` steps (per-step entropy and KL are noisy)."""
     return [statistics.fmean(values[max(0, i - k + 1) : i + 1]) for i in range(len(values))]
 
 
-def plot(rows: list[dict[str, Any]], path: Path, task: str = "tiny quickstart task") -> None:
+def plot(rows: list[dict[str, Any]], path: Path, task: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -241,7 +248,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-2", help="seeds: 0-2 or 0,2,5")
     ap.add_argument(
         "--env",
-        choices=("arithmetic", "calc"),
+        choices=tuple(_TASKS),
         default="arithmetic",
         help="the quickstart task (arithmetic) or the tool demo (calc: `quickstart --env calc`'s recipe)",
     )
@@ -261,9 +268,8 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="redo arms whose results are under --out")
     args = ap.parse_args()
     coefs = [float(c) for c in args.coefs.split(",") if c]
-    plot_path = args.plot or Path(__file__).parent / (
-        "distill.png" if args.env == "arithmetic" else "distill_calc.png"
-    )
+    png, task = _TASKS[args.env]
+    plot_path = args.plot or Path(__file__).parent / png
     jobs = [
         {
             "seed": s,
@@ -278,11 +284,7 @@ def main() -> None:
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         rows = list(pool.imap(one, jobs))
     (args.out / "results.json").write_text(json.dumps(rows))
-    plot(
-        rows,
-        plot_path,
-        "tiny quickstart task" if args.env == "arithmetic" else "tiny model on the calc tool demo",
-    )
+    plot(rows, plot_path, task)
     print(machine())
     print(f"env {args.env}, seeds {args.seeds}, RL steps {args.steps or 'the recipe’s'}, plot {plot_path}")
     print("\n".join(report(rows)))

@@ -155,9 +155,10 @@ def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     done = out / "side.json"
-    key = _job_key(job)
-    if not job["fresh"] and done.is_file() and _job_key(json.loads(done.read_text())["job"]) == key:
-        return dict(json.loads(done.read_text())["result"])
+    if not job["fresh"] and done.is_file():
+        kept = json.loads(done.read_text())
+        if _job_key(kept["job"]) == _job_key(job):
+            return dict(kept["result"])
     spec = out / "job.json"
     if side == "trl":
         spec.write_text(json.dumps(trl_job(job)))
@@ -172,7 +173,7 @@ def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
     result["process_s"] = time.perf_counter() - t0
     result["s_per_step"] = statistics.fmean(result["step_times"])
     result["after"] = held_out(str(out / "model"), job)
-    done.write_text(json.dumps({"job": key, "result": result}))
+    done.write_text(json.dumps({"job": _job_key(job), "result": result}))
     return result
 
 
