@@ -287,6 +287,43 @@ def test_rows_joining_a_running_pass_sample_as_if_alone(policy: LocalPolicy) -> 
     assert max(abs(a - b) for a, b in zip(got.logprobs, alone[0].logprobs, strict=True)) < 1e-5  # type: ignore[attr-defined]
 
 
+def test_a_late_joiner_samples_as_if_alone_after_the_cache_is_trimmed(
+    policy: LocalPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row that joins late sits behind positions only finished rows used; once they finish the pass
+    drops those positions (``FastLlama.trim``), and the joiner's samples are unchanged by both."""
+    from verigym.policies.local import _fast_llama
+    from verigym.policies.local._engine import run_rows
+
+    trims: list[int] = []
+    real_trim = _fast_llama.FastLlama.trim
+    monkeypatch.setattr(
+        _fast_llama.FastLlama, "trim", lambda self, first: (trims.append(first), real_trim(self, first))[1]
+    )
+    first = policy.spec(
+        policy.encode([Message(role="user", content="123456+7=")]), Sampling(max_tokens=60), 1
+    )
+    joiner = policy.spec(policy.encode(PROMPTS[1]), Sampling(max_tokens=70), 2)
+    asked: list[int] = []
+    delivered: dict[int, Any] = {}
+
+    def admit(length: int, live: int, room: int) -> list[RowSpec]:
+        asked.append(length)
+        return [joiner] if len(asked) == 40 else []
+
+    with torch.inference_mode():
+        run_rows(
+            policy.model, policy.tokenizer, [first], eos_ids=[], pad_id=0, admit=admit,
+            deliver=lambda spec, res: delivered.update({id(spec): res}),
+        )  # fmt: skip
+        alone = run_rows(policy.model, policy.tokenizer, [joiner], eos_ids=[], pad_id=0)[0]
+    # the joiner's first token sat at cache index 40 + len(first prompt) - len(its prompt); all of it goes
+    assert trims == [asked[39] - len(joiner.prompt_ids)]
+    got = delivered[id(joiner)]
+    assert got.token_ids == alone.token_ids and len(got.token_ids) == 70
+    assert max(abs(a - b) for a, b in zip(got.logprobs, alone.logprobs, strict=True)) < 1e-5
+
+
 async def test_continuous_batching_returns_the_same_samples(tiny_dir: Path) -> None:
     policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", continuous=True)
     sampling = Sampling(max_tokens=10, seed=9)
@@ -346,7 +383,7 @@ async def test_a_short_call_does_not_wait_for_a_long_running_pass(tiny_dir: Path
 
 
 async def test_calls_of_similar_length_still_form_the_next_micro_batch(tiny_dir: Path) -> None:
-    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", stop_token_ids=[])
+    policy = LocalPolicy.from_pretrained(tiny_dir, device="cpu", stop_token_ids=[], continuous=False)
     ids = policy.encode(PROMPTS[0])
     made: list[int] = []
     first = policy.spec(ids, Sampling(max_tokens=40), 1)

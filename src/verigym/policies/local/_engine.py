@@ -28,6 +28,11 @@ _FLUSH_AHEAD = 16
 more steps; otherwise at its end: a request never waits more than this many steps for the rest of the
 pass, and short passes (RL's) do not wake the caller's loop at every step to contend for the GIL."""
 
+_TRIM_MIN = 32
+"""A continuous pass drops the cache positions before its live rows' earliest token once there are at
+least this many and they are a quarter of the cache (``FastLlama.trim``): a copy of the live cache that
+every later step repays by attending over fewer keys."""
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -257,6 +262,7 @@ def run_rows(
     limits = np.array([s.max_tokens for s in specs], dtype=np.int64)
     max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
     dead: set[int] = set()  # batch positions finished but not yet pruned
+    joins = False  # rows joined this pass (so the cache may start with positions no live row uses)
     while True:
         if stop is not None and stop.is_set():
             raise PassCancelled("the generation pass was cancelled")
@@ -318,6 +324,11 @@ def run_rows(
             dead = set()
         else:
             tokens = tokens.masked_fill(is_eos, pad_id)
+        if joins and eager:
+            first = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
+            if first >= _TRIM_MIN and 4 * first >= step.length:
+                step.trim(first)
+                mask = mask[:, first:]
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
         logits = step(tokens[:, None], next_pos[:, None], mask).float()
         next_pos = next_pos + 1
@@ -332,10 +343,11 @@ def run_rows(
             limits = np.concatenate([limits, np.array([s.max_tokens for s in new], dtype=np.int64)])
             max_stop.update({base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop})
             want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
-            joined, new_mask, new_pos = _prefill_joining(model, step, new, pad_id, device)
+            joined, new_mask, new_pos = _prefill_joining(step, new, pad_id, device)
             logits = torch.cat([logits, joined.float()])
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
             batch.extend(new, range(base, base + len(new)))
+            joins = True
     return results[:first]
 
 
@@ -349,26 +361,20 @@ def _compacted(size: int, dead: set[int]) -> list[int]:
     return [p if p not in dead else movers.pop() for p in range(n)]
 
 
-def _prefill_joining(
-    model: Any, step: Any, new: list[RowSpec], pad_id: int, device: Any
-) -> tuple[Any, Any, Any]:
-    """Prefill rows joining a running ``FastLlama`` batch, left-padded to its cache length, and merge
-    their cache in; returns (last logits, key mask, next positions) of the new rows."""
+def _prefill_joining(step: Any, new: list[RowSpec], pad_id: int, device: Any) -> tuple[Any, Any, Any]:
+    """Prefill rows joining a running ``FastLlama`` batch (only their own tokens, right-aligned at its
+    cache length: ``FastLlama.append``); returns (last logits, key mask, next positions) of the new rows."""
     import torch
 
-    from verigym.policies.local._fast_llama import FastLlama
-
-    width = step.length
+    width = max(len(s.prompt_ids) for s in new)
     ids = torch.full((len(new), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(new), width), dtype=torch.long)
+    mask = torch.zeros((len(new), step.length), dtype=torch.long)
     for i, s in enumerate(new):
         ids[i, width - len(s.prompt_ids) :] = torch.tensor(s.prompt_ids, dtype=torch.long)
-        mask[i, width - len(s.prompt_ids) :] = 1
+        mask[i, step.length - len(s.prompt_ids) :] = 1
     ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-    sub = FastLlama(model, len(new), step.capacity)
-    logits = sub(ids, positions, mask)
-    step.join(sub)
+    positions = (mask[:, -width:].cumsum(-1) - 1).clamp_(min=0)
+    logits = step.append(ids, positions, mask)
     return logits, mask, positions[:, -1] + 1
 
 

@@ -70,12 +70,12 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
     calls before a pass (0: one event-loop turn). ``stop_token_ids``: ids that end a completion (default:
     EOS; ``[]`` ignores EOS). ``fast_path``: use the lean Llama decoder where it applies (same numbers).
     ``version`` is copied into every ``Completion.policy_version``; a trainer bumps it after each update.
-    ``continuous``: calls arriving during a pass join it at the next step (prompt no longer than the
-    tokens decoded so far; lean path only) instead of waiting for the next pass. Off by default: measured
-    slower than micro-batching on CPU (``benchmarks/serve_load.py``), since each joiner is prefilled to the
-    running cache length and the cache is copied at each join. When off, only a call whose ``max_tokens``
-    is at most a quarter of the running pass's room joins it (a 1-token call does not wait for a 512-token
-    pass). Either way each call returns as soon as its own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
+    ``continuous`` (default): calls arriving during a pass join it at the next step (prompt no longer than
+    the tokens decoded so far, ``max_tokens`` within the cache's room; lean path only) instead of waiting
+    for the next pass: a joiner's prompt alone is prefilled into spare cache rows, so a long-tailed load
+    (replies that end anywhere up to the cap) keeps the batch full. When off (micro-batching), only a call
+    whose ``max_tokens`` is at most a quarter of the running pass's room joins it (a 1-token call does not
+    wait for a 512-token pass). Either way each call returns as soon as its own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
     ``tool_format``: the tool-call format (``hermes``, ``llama3``, ``mistral``, ``smollm2``; see
     ``_toolformats``) that prompts are rendered with when the chat template ignores tools, and that replies
     are parsed with; default ``default_format(tokenizer)``. A malformed call block stays in the text and
@@ -94,7 +94,7 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
         batch_wait_s: float = 0.0,
         stop_token_ids: Sequence[int] | None = None,
         fast_path: bool = True,
-        continuous: bool = False,
+        continuous: bool = True,
         tool_format: str | None = None,
     ) -> None:
         self.model = model if device is None else model.to(device)
