@@ -7,8 +7,8 @@ an existing name replaces its weights, so a trainer can push new ones), and SGLa
 ``POST /update_weights_from_disk`` (``{"model_path", "version"}``: reload full weights). Every response carries the
 exact token ids (``prompt_token_ids``, and ``token_ids`` per choice, as vLLM's ``return_token_ids``).
 
-Requests are micro-batched: all requests that arrive while a generation pass runs are decoded together
-in the next pass (``LocalPolicy.submit``). Bad requests get OpenAI-style ``{"error": ...}`` 4xx bodies.
+Requests are batched continuously: one that arrives while a generation pass runs joins it at the next
+decode step when the cache has room, else the next pass (``LocalPolicy.submit``). Bad requests get OpenAI-style ``{"error": ...}`` 4xx bodies.
 
 Safe to expose (``create_app``'s keywords, ``verigym serve``'s flags): ``api_key`` makes every endpoint
 but ``/health`` need ``Authorization: Bearer KEY`` and ``limits`` bound bodies, concurrency and queued

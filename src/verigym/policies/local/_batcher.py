@@ -62,8 +62,7 @@ class Live:
         """Requests from the inbox whose prompts fit ``length`` and completions ``room`` tokens, in order,
         while the batch stays within ``rows`` rows. With ``short_only`` a request joins only when its
         ``max_tokens`` is at most a quarter of ``room``: a short request need not wait for a long pass,
-        while requests of similar length still wait and form the next micro-batch (measured faster on
-        CPU than joining one by one, ``benchmarks/serve_load.py``)."""
+        while requests of similar length still wait and form the next micro-batch."""
         taken: list[RowSpec] = []
         with self.lock:
             for request in list(self.inbox):

@@ -1,9 +1,9 @@
 """``LocalPolicy``: a transformers causal LM in-process, with exact token ids and logprobs.
 
 Concurrent ``complete`` calls (many environments rolling out at once, a GRPO group of 8 samples × 16
-tasks) are micro-batched: calls that arrive while the event loop is busy are collected and decoded in
-one batched pass with a KV cache (in a worker thread, so the loop keeps running); calls arriving during
-a pass form the next one. ``generate`` is the synchronous low-level entry point.
+tasks) are batched: calls that arrive while the event loop is busy are collected and decoded in one
+batched pass with a KV cache (in a worker thread, so the loop keeps running); calls arriving during a
+pass join it at its next step when its cache has room (``continuous``), else form the next one. ``generate`` is the synchronous low-level entry point.
 
 **Logprobs.** ``Completion.logprobs[i]`` is the log-probability of the i-th sampled token under the
 model's distribution at the request's temperature, ``log_softmax(logits / T)``, computed in float32,
