@@ -7,7 +7,7 @@ Both servers run as subprocesses on 127.0.0.1 (a free port each, one server at a
 ``--continuous-batching`` by default (paged attention, requests join the running batch at each step;
 its paged cache sized by ``CB_SIZING`` below, ``--tf-args`` to change; ``--tf-mode sequential`` is its
 own default mode, one ``model.generate()`` at a time). ``verigym serve`` runs as its CLI does
-(micro-batched passes over every request that has arrived).
+(continuous batching: a request joins the running pass at its next step when the cache has room).
 
 The client is the official ``openai.AsyncOpenAI``. Every request is a chat completion of one of a
 fixed list of short user prompts, ``temperature=0`` (greedy), ``max_tokens`` 64. ``verigym serve`` has
