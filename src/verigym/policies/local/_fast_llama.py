@@ -105,10 +105,8 @@ class FastLlama:
         shape = (batch, self.kv_heads, capacity, self.head_dim)
         self.k = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.weights.layers]
         self.v = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.weights.layers]
-        self._rows = (
-            self.k,
-            self.v,
-        )  # the storage ``k``/``v`` are views of: ``keep`` narrows, ``append`` fills
+        # the storage ``k``/``v`` are views of: ``keep`` narrows them, ``append`` fills spare rows
+        self._rows = (self.k, self.v)
         self.length = 0
         self.capacity = capacity
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
