@@ -19,16 +19,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from verigym.envs.ifeval import ifeval_default_path, load_ifeval
+from verigym.envs.ifeval import ifeval_default_path, ifeval_metrics, load_ifeval
 from verigym.graders.instructions import check_instructions
-
-
-def metrics(verdicts: list[list[bool]]) -> dict[str, float]:
-    followed = sum(sum(v) for v in verdicts)
-    total = sum(len(v) for v in verdicts)
-    prompt = sum(all(v) for v in verdicts) / len(verdicts)
-    inst = followed / total
-    return {"prompt": prompt, "inst": inst, "average": (prompt + inst) / 2}
 
 
 def main() -> None:
@@ -49,17 +41,19 @@ def main() -> None:
     done = [r for r in rows if r.get("error") is None]
     errored = [r["task_id"] for r in rows if r.get("error") is not None]
     out: dict[str, Any] = {"replies": len(done), "errored": errored, "max_tokens": config["max_tokens"]}
+    graded = [tasks[r["task_id"]] for r in done]
     for checker in ("corrected", "official"):
+        scores: dict[str, list[tuple[int, float]]] = {"strict_followed": [], "loose_followed": []}
+        for pos, (r, task) in enumerate(zip(done, graded, strict=True)):
+            todo = list(zip(task.info["instruction_id_list"], task.info["kwargs"], strict=True))
+            reply = r["trajectory"]["turns"][-1]["completion"]["text"]
+            for mode in ("strict", "loose"):
+                followed = [v.followed for v in check_instructions(reply, todo, mode=mode, checker=checker)]
+                scores[f"{mode}_followed"].append((pos, sum(followed) / len(followed)))
+        m = ifeval_metrics(graded, scores, checker)  # IFEval's four metrics, as summary.json has them
         for mode in ("strict", "loose"):
-            verdicts = []
-            for r in done:
-                task = tasks[r["task_id"]]
-                todo = list(zip(task.info["instruction_id_list"], task.info["kwargs"], strict=True))
-                reply = r["trajectory"]["turns"][-1]["completion"]["text"]
-                verdicts.append(
-                    [v.followed for v in check_instructions(reply, todo, mode=mode, checker=checker)]
-                )
-            out[f"{checker}_{mode}"] = metrics(verdicts)
+            prompt, inst = m[f"prompt_level_{mode}_acc"], m[f"inst_level_{mode}_acc"]
+            out[f"{checker}_{mode}"] = {"prompt": prompt, "inst": inst, "average": (prompt + inst) / 2}
     tokens = [r["trajectory"]["turns"][-1]["completion"]["usage"]["completion_tokens"] for r in done]
     out["mean_completion_tokens"] = statistics.mean(tokens)
     out["cut_at_max_tokens"] = sum(t >= config["max_tokens"] for t in tokens)

@@ -270,8 +270,9 @@ class FastLlama:
 
     def _decode(self, ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
         """One new token per row: ``__call__``'s arithmetic on [B, hidden] rows (the same matmuls, row
-        for row, and the same element-wise ops), without the [B, 1, ...] views, transposes and module
-        calls around them, which cost more than the math on the tiny models."""
+        for row, and the same element-wise ops; attention over one query per row as two batched matmuls
+        instead of SDPA), without the [B, 1, ...] views, transposes and module calls around them, which
+        cost more than the math on the tiny models."""
         inner = self.model.model
         batch = ids.shape[0]
         start = self.length

@@ -72,8 +72,9 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
     ``version`` is copied into every ``Completion.policy_version``; a trainer bumps it after each update.
     ``continuous`` (default): calls arriving during a pass join it at the next step (prompt no longer than
     the tokens decoded so far, ``max_tokens`` within the cache's room; lean path only) instead of waiting
-    for the next pass: a joiner's prompt alone is prefilled into spare cache rows, so a long-tailed load
-    (replies that end anywhere up to the cap) keeps the batch full. When off (micro-batching), only a call
+    for the next pass: a joiner's prompt alone is prefilled into spare cache rows, so a call need not
+    wait for a long pass to end (throughput on CPU measured the same either way,
+    ``benchmarks/batching_modes.py``). When off (micro-batching), only a call
     whose ``max_tokens`` is at most a quarter of the running pass's room joins it (a 1-token call does not
     wait for a 512-token pass). Either way each call returns as soon as its own rows finish. ``passes`` counts generation passes (fewer than calls when batching works).
     ``tool_format``: the tool-call format (``hermes``, ``llama3``, ``mistral``, ``smollm2``; see
