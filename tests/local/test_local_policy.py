@@ -312,13 +312,14 @@ def test_a_late_joiner_samples_as_if_alone_after_the_cache_is_trimmed(
         return [joiner] if len(asked) == 40 else []
 
     with torch.inference_mode():
-        run_rows(
+        out = run_rows(
             policy.model, policy.tokenizer, [first], eos_ids=[], pad_id=0, admit=admit,
             deliver=lambda spec, res: delivered.update({id(spec): res}),
         )  # fmt: skip
         alone = run_rows(policy.model, policy.tokenizer, [joiner], eos_ids=[], pad_id=0)[0]
     # the joiner's first token sat at cache index 40 + len(first prompt) - len(its prompt); all of it goes
     assert trims == [asked[39] - len(joiner.prompt_ids)]
+    assert len(out) == 1 and out[0] is delivered[id(first)]  # the returned list covers the pass's own rows
     got = delivered[id(joiner)]
     assert got.token_ids == alone.token_ids and len(got.token_ids) == 70
     assert max(abs(a - b) for a, b in zip(got.logprobs, alone.logprobs, strict=True)) < 1e-5

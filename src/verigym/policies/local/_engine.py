@@ -262,7 +262,6 @@ def run_rows(
     limits = np.array([s.max_tokens for s in specs], dtype=np.int64)
     max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
     dead: set[int] = set()  # batch positions finished but not yet pruned
-    joins = False  # rows joined this pass (so the cache may start with positions no live row uses)
     while True:
         if stop is not None and stop.is_set():
             raise PassCancelled("the generation pass was cancelled")
@@ -324,11 +323,11 @@ def run_rows(
             dead = set()
         else:
             tokens = tokens.masked_fill(is_eos, pad_id)
-        if joins and eager:
-            first = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
-            if first >= _TRIM_MIN and 4 * first >= step.length:
-                step.trim(first)
-                mask = mask[:, first:]
+        if eager and len(specs) > first:  # rows joined, so the cache may start with positions no live row uses
+            unused = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
+            if unused >= _TRIM_MIN and 4 * unused >= step.length:
+                step.trim(unused)
+                mask = mask[:, unused:]
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
         logits = step(tokens[:, None], next_pos[:, None], mask).float()
         next_pos = next_pos + 1
@@ -347,7 +346,6 @@ def run_rows(
             logits = torch.cat([logits, joined.float()])
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
             batch.extend(new, range(base, base + len(new)))
-            joins = True
     return results[:first]
 
 
