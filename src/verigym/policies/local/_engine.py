@@ -323,7 +323,9 @@ def run_rows(
             dead = set()
         else:
             tokens = tokens.masked_fill(is_eos, pad_id)
-        if eager and len(specs) > first:  # rows joined, so the cache may start with positions no live row uses
+        if (
+            eager and len(specs) > first
+        ):  # rows joined, so the cache may start with positions no live row uses
             unused = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
             if unused >= _TRIM_MIN and 4 * unused >= step.length:
                 step.trim(unused)
