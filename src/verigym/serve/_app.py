@@ -1,7 +1,9 @@
 """``verigym serve``: an OpenAI-compatible HTTP server (FastAPI + uvicorn) for a ``LocalPolicy``.
 
 Endpoints: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions`` (``stream=true`` as SSE),
-``POST /v1/completions``, and vLLM's ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter``
+``POST /v1/completions``, OpenAI's Responses API ``POST /v1/responses`` and Anthropic's Messages API
+``POST /v1/messages`` and ``/v1/messages/count_tokens`` (``_dialects``: translated into the chat request
+and back, streamed as each dialect streams), and vLLM's ``POST /v1/load_lora_adapter`` / ``/v1/unload_lora_adapter``
 (``{"lora_name", "lora_path"}``; a loaded adapter is addressed by using its name as ``model``; loading
 an existing name replaces its weights, so a trainer can push new ones), and SGLang's
 ``POST /update_weights_from_disk`` (``{"model_path", "version"}``: reload full weights). Every response carries the
@@ -33,6 +35,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from verigym.policies.local import LocalPolicy
+from verigym.serve._dialects import add_dialect_routes
 from verigym.serve._guard import ApiKey, Guard, ServeLimits
 from verigym.serve._handler import Handler
 from verigym.serve._weights import AdapterDir, add_weight_routes
@@ -119,6 +122,7 @@ def create_app(
     async def completions(req: CompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
         return await handler.complete(req, lambda: _disconnect(request))
 
+    add_dialect_routes(app, handler)
     add_weight_routes(app, policy, handler.name, AdapterDir(adapter_dir))
     return app
 
