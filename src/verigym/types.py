@@ -122,6 +122,12 @@ class Sampling(_Frozen):
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    # Structured outputs, as OpenAI spells them (enforced by a grammar in the local engine, passed on to
+    # a server): ``{"type": "json_object"}`` / ``{"type": "json_schema", "json_schema": {...}}``, and
+    # ``"auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}``.
+    response_format: dict[str, Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
 
 
 class Usage(_Frozen):
@@ -166,6 +172,9 @@ class Completion(_Frozen):
     # "choices[0].logprobs"): the answer is kept, the missing data is visible. ``"tool_call"`` once per
     # tool-call block the parser could not read (left in ``text``; see ``policies.local._toolformats``)
     malformed: tuple[str, ...] = ()
+    # the grammar the sample was drawn under ("json_object", "json_schema", "tool_call"; None: none): its
+    # ids and logprobs are those of the constrained distribution (``policies.local._grammar``)
+    constrained: str | None = None
 
     def as_message(self) -> Message:
         return Message(role="assistant", content=self.text, tool_calls=self.tool_calls)

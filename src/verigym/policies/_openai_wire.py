@@ -47,6 +47,12 @@ def request_body(
             body["top_logprobs"] = sampling.top_logprobs
     if tools:
         body["tools"] = list(tools)
+        if sampling.tool_choice is not None:
+            body["tool_choice"] = sampling.tool_choice
+        if not sampling.parallel_tool_calls:
+            body["parallel_tool_calls"] = False
+    if sampling.response_format is not None:
+        body["response_format"] = sampling.response_format
     extra: dict[str, Any] = {}
     if sampling.top_k is not None:
         extra["top_k"] = sampling.top_k

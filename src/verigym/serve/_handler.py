@@ -18,6 +18,7 @@ from verigym.policies.base import PolicyError
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec, Scored
 from verigym.policies.local.chat import encode_chat
 from verigym.serve._admission import Admission, PromptBound, admitted_stream, rows_cost, text_chars
+from verigym.serve._fields import check_extras
 from verigym.serve._guard import ServeLimits
 from verigym.serve._rows import Gone, response_head, usage
 from verigym.serve._streaming import Streaming
@@ -37,6 +38,7 @@ class Handler(Streaming):
         self.bound = PromptBound(policy.tokenizer, policy.context_length)
 
     async def chat(self, req: ChatRequest, gone: Gone | None = None) -> dict[str, Any] | StreamingResponse:
+        check_extras(req)
         adapter = self.adapter_for(req.model)
         self.bound.check(text_chars(req.messages) + text_chars(req.tools), "messages")
         try:
@@ -68,6 +70,7 @@ class Handler(Streaming):
     async def complete(
         self, req: CompletionRequest, gone: Gone | None = None
     ) -> dict[str, Any] | StreamingResponse:
+        check_extras(req)
         adapter = self.adapter_for(req.model)
         if req.echo and req.stream:
             raise ApiError(400, "echo takes stream=false", param="echo")

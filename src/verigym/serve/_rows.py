@@ -62,8 +62,17 @@ class Rows:
             stop=req.stops(),
             top_logprobs=top_k,
         )
+        if isinstance(req, ChatRequest):  # structured outputs (``policies.local._grammar``)
+            sampling = sampling.model_copy(
+                update={
+                    "response_format": req.response_format,
+                    "tool_choice": req.tool_choice,
+                    "parallel_tool_calls": req.parallel_tool_calls is not False,
+                }
+            )
+        grammar = self.policy.constraint(sampling, req.tools) if isinstance(req, ChatRequest) else None
         seeds = [None if req.seed is None else req.seed + i for i in range(req.n)]
-        return [self.policy.spec(ids, sampling, s) for s in seeds]
+        return [self.policy.spec(ids, sampling, s, constraint=grammar) for s in seeds]
 
     async def run(
         self, specs: list[RowSpec], adapter: str | None, gone: Gone | None = None

@@ -6,6 +6,7 @@ the response, ``token_ids`` on each choice) and are always returned. ``top_k`` i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,9 +54,13 @@ def status_of(exc: PolicyError) -> ApiError:
     if exc.kind in ("adapter_not_found", "model_not_found"):
         return ApiError(404, str(exc), code="model_not_found")
     if exc.kind in ("bad_request", "context_length", "bad_adapter"):
-        return ApiError(400, str(exc), code=exc.kind)
+        head = str(exc).split(":", 1)[0]  # "response_format.json_schema: ..." names its field
+        param = head if exc.kind == "bad_request" and _FIELD.fullmatch(head) else None
+        return ApiError(400, str(exc), param=param, code=exc.kind)
     return ApiError(500, str(exc), type_="server_error", code=exc.kind)
 
+
+_FIELD = re.compile(r"[a-z_]+(\.[a-z_]+)*")
 
 MAX_DEPTH = 64  # the deepest nesting of lists and objects a request field may have
 
@@ -129,6 +134,8 @@ class ChatRequest(_Common):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
 
     @field_validator("messages")
     @classmethod
@@ -142,7 +149,7 @@ class ChatRequest(_Common):
             _text_ok(m, f"messages[{i}]")
         return [{**m, "role": "system"} if m["role"] == "developer" else m for m in value]
 
-    @field_validator("tools", "stop", "tool_choice", "stream_options")
+    @field_validator("tools", "stop", "tool_choice", "stream_options", "response_format")
     @classmethod
     def _text(cls, value: Any, info: ValidationInfo) -> Any:
         _text_ok(value, str(info.field_name))

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from verigym.policies.local._grammar import Constraint, Masks
+
 __all__ = ["EarlyStop", "RowResult", "RowSpec", "run_rows"]
 
 _FLUSH_AHEAD = 16
@@ -72,6 +74,7 @@ class RowSpec:
     early_stop: EarlyStop | None = None
     early_stop_row: int = 0
     on_token: Callable[[int], None] | None = None  # called (in the generating thread) with each new id
+    constraint: Constraint | None = None  # a grammar the row must follow (``_grammar``: structured outputs)
     cancelled: bool = False  # set by the caller (a client hung up): the row stops at its next step
 
 
@@ -262,9 +265,13 @@ def run_rows(
     limits = np.array([s.max_tokens for s in specs], dtype=np.int64)
     max_stop = {i: max(len(x) for x in s.stop) + 8 for i, s in enumerate(specs) if s.stop}
     dead: set[int] = set()  # batch positions finished but not yet pruned
+    masks = Masks(logits.shape[-1])  # grammar matchers of the constrained rows (structured outputs)
+    masks.add(specs)
     while True:
         if stop is not None and stop.is_set():
             raise PassCancelled("the generation pass was cancelled")
+        if masks.matchers:  # before sampling: the constrained distribution is the one sampled and logged
+            masks.apply(logits, batch.rows, dead)
         tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
         is_eos = torch.isin(tokens, eos)
         tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()
@@ -286,6 +293,8 @@ def run_rows(
                 res.top_ids.append(tuple(top_i[pos][:k]))
             if spec.on_token is not None:
                 spec.on_token(tok_list[pos])
+            if masks.matchers:
+                masks.accept(row, tok_list[pos])
             finish = None
             if spec.cancelled:
                 finish = "cancelled"
@@ -300,6 +309,7 @@ def run_rows(
             if finish is not None:
                 res.finish = finish
                 dead.add(pos)
+                masks.drop(row)
                 if deliver is not None:
                     deliver(spec, res)
         if len(dead) == len(batch.rows):
@@ -344,6 +354,7 @@ def run_rows(
             limits = np.concatenate([limits, np.array([s.max_tokens for s in new], dtype=np.int64)])
             max_stop.update({base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop})
             want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
+            masks.add(new, base)
             joined, new_mask, new_pos = _prefill_joining(step, new, pad_id, device)
             logits = torch.cat([logits, joined.float()])
             mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])

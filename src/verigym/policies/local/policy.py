@@ -40,6 +40,7 @@ from verigym.policies.base import BatchedPolicy, PolicyArgs, PolicyError
 from verigym.policies.local._batcher import PassHooks, Queue, QueueMixin
 from verigym.policies.local._chat import encode_chat, render_chat, special_texts, strip_markers
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec, run_rows
+from verigym.policies.local._grammar import Constraint, Grammars
 from verigym.policies.local._history import TurnHistory
 from verigym.policies.local._loading import display_name as _display_name
 from verigym.policies.local._loading import load_pretrained
@@ -218,8 +219,10 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
         seed: int | None = None,
         early_stop: EarlyStop | None = None,
         row: int = 0,
+        constraint: Constraint | None = None,
     ) -> RowSpec:
-        """A row for ``run``/``submit``: validates lengths; a missing seed becomes a fresh random one."""
+        """A row for ``run``/``submit``: validates lengths; a missing seed becomes a fresh random one.
+        ``constraint``: the grammar the row must follow (``constraint``)."""
         if sampling.max_tokens < 1:
             raise PolicyError("bad_request", f"max_tokens must be at least 1, got {sampling.max_tokens}")
         room = self.context_length - len(prompt_ids)
@@ -239,6 +242,28 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
             top_logprobs=sampling.top_logprobs,
             early_stop=early_stop,
             early_stop_row=row,
+            constraint=constraint,
+        )
+
+    @functools.cached_property
+    def grammars(self) -> Grammars:
+        """The compiled structured-output grammars of this tokenizer (``_grammar``)."""
+        vocab = int(getattr(getattr(self.model, "config", None), "vocab_size", 0) or len(self.tokenizer))
+        return Grammars(self.tokenizer, max(vocab, len(self.tokenizer)), self.eos_ids)
+
+    def constraint(
+        self, sampling: Sampling, tools: Sequence[dict[str, Any]] | None = None
+    ) -> Constraint | None:
+        """The grammar ``sampling``'s ``response_format`` / ``tool_choice`` ask for (None: none); raises
+        ``PolicyError("bad_request")`` naming the field when it is malformed or cannot be enforced."""
+        if sampling.response_format is None and sampling.tool_choice in (None, "auto", "none"):
+            return None
+        return self.grammars.constraint(
+            response_format=sampling.response_format,
+            tool_choice=sampling.tool_choice,
+            tools=tools,
+            parallel_tool_calls=sampling.parallel_tool_calls,
+            tool_format=self.tool_format,
         )
 
     def run(
@@ -307,6 +332,7 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
             "model": self.active_adapter or self.name,
             "policy_version": self.version if version is None else version,
             "malformed": ("tool_call",) * bad,
+            "constrained": None if spec.constraint is None else spec.constraint.kind,
         }
         if calls or spec.top_logprobs:
             return Completion(**values)
@@ -331,13 +357,17 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"seeds has {len(seeds)} entries for {len(prompts)} prompts")
         version = self.version
+        grammar = self.constraint(sampling, tools)
         specs = [
-            self.spec(self.encode(p, tools), sampling, None if seeds is None else seeds[i], early_stop, i)
+            self.spec(
+                self.encode(p, tools), sampling, None if seeds is None else seeds[i], early_stop, i, grammar
+            )
             for i, p in enumerate(prompts)
         ]
         results = self.run(specs, self._adapter)
+        parse = bool(tools) and sampling.tool_choice != "none"
         return [
-            self.completion(s, r, parse_tools=bool(tools), version=version)
+            self.completion(s, r, parse_tools=parse, version=version)
             for s, r in zip(specs, results, strict=True)
         ]
 
@@ -347,11 +377,13 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
         tools, sampling = kw.get("tools"), kw["sampling"]
         version, adapter = self.version, self._adapter
         ids = self.encode(messages, tools)
+        grammar = self.constraint(sampling, tools)
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(max(1, sampling.n))]
-        specs = [self.spec(ids, sampling, s) for s in seeds]
+        specs = [self.spec(ids, sampling, s, constraint=grammar) for s in seeds]
         results = await self.submit(specs, adapter)
+        parse = bool(tools) and sampling.tool_choice != "none"
         return [
-            self.completion(s, r, parse_tools=bool(tools), version=version)
+            self.completion(s, r, parse_tools=parse, version=version)
             for s, r in zip(specs, results, strict=True)
         ]
 
