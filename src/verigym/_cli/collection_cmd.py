@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 
 from verigym._cli.common import (
     BaseUrl,
@@ -73,6 +74,15 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
         fail(str(exc))
     out = Path(config.out or f"runs/suite-{suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     policy: Any
+    record = None
+    if policy_kind is None and not config.base_url:  # an in-process checkpoint: what it was trained with
+        from verigym.policies.default import find_record
+        from verigym.policies.trained import RecordError
+
+        try:
+            record = find_record(config.model)
+        except RecordError as exc:
+            fail(f"--model {config.model}: {exc}")
     if policy_kind is not None:
         if policy_kind not in ("oracle", "null"):
             fail(f"--policy must be oracle or null, got {policy_kind!r}")
@@ -92,7 +102,10 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
     async def main() -> dict[str, Any]:
         try:
             progress.start()
-            return await run_suite(suite, policy, config, out=out, resume=resume, env_overrides=config.env_args, on_env=on_env)  # fmt: skip
+            return await run_suite(
+                suite, policy, config, out=out, resume=resume, env_overrides=config.env_args, on_env=on_env,
+                record=record, on_message=lambda line: progress.console.print(f"[dim]{escape(line)}[/]"),
+            )  # fmt: skip
         finally:
             progress.update(bar, completed=len(members))
             progress.stop()

@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(
             None,
             "--steps",
-            help="RL steps (default 100; 60 with --env calc; 40 with --model; 20 with --env calc --model).",
+            # a test keeps these equal to the recipes' rl.steps (importing them here would load torch)
+            help="RL steps (default 100; 60 with --env calc; 40 with --model; 12 with --env calc --model).",
         ),
         threads: int | None = typer.Option(
             None,
@@ -111,7 +112,8 @@ def register(app: typer.Typer) -> None:
         console.print(
             f"{summary.get('sft_steps')} SFT steps, {summary['steps']} RL steps in {summary['wall_s']:.0f}s. "
             f"Wrote {out}/summary.json, {out}/report.html; model in {summary['model_dir']} "
-            "(`verigym eval arithmetic` uses it)."
+            f"(`verigym eval arithmetic --model {summary['model_dir']}` evaluates it with the arguments it "
+            "was trained with, from its training record)."
         )
 
 
@@ -154,5 +156,6 @@ def _calc(out: Path, seed: int, overrides: dict[str, int], model: str | None) ->
     console.print(
         f"{summary.get('sft_steps')} SFT steps, {summary['steps']} RL steps in {summary['wall_s']:.0f}s. "
         f"Wrote {out}/summary.json, {out}/report.html; model in {summary['model_dir']} "
-        f"(`verigym eval calc --env-arg {'schema=brief' if model is None else 'verbose=true'} --model {summary['model_dir']}`)."
+        f"(`verigym eval calc --model {summary['model_dir']}` evaluates it with the arguments it was "
+        "trained with, from its training record)."
     )

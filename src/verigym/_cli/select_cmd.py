@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
+from rich.markup import escape
 
 from verigym._cli._select_show import online_mode, print_table
 from verigym._cli.common import BaseUrl, EnvArg, Threads, console, fail, parse_kv, set_threads
@@ -21,6 +22,7 @@ from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
+    from verigym.eval.trained import TrainedArgs
     from verigym.policies.base import Policy
     from verigym.select import TraceScore
 
@@ -69,6 +71,19 @@ def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
     if not isinstance(env, Environment):
         fail(f"environment {name!r} is a {type(env).__name__}, not a verigym Environment")
     return env
+
+
+def _trained(env: str, env_args: dict[str, Any], model: str | None) -> TrainedArgs | None:
+    """``env_args`` completed with what the in-process checkpoint ``model`` was trained with on ``env``
+    (``verigym.eval.trained``); None when it has no training record for ``env``."""
+    from verigym.eval.trained import trained_args
+    from verigym.policies.default import find_record
+    from verigym.policies.trained import RecordError
+
+    try:
+        return trained_args(env, env_args, find_record(model))
+    except RecordError as exc:
+        fail(f"--model {model}: {exc}")
 
 
 def _policy(
@@ -218,6 +233,10 @@ def register(app: typer.Typer) -> None:
             fail("--eta must be above 0 (the fraction of traces kept)")
         n_list = _ns(samples, ns)
         env_args = parse_kv(env_arg, "--env-arg")
+        trained = None if base_url else _trained(env, env_args, model)
+        if trained is not None:
+            env_args = trained.args
+            console.print(f"[dim]{escape(trained.message)}[/]")
         environment = _load_env(env, env_args)
         try:
             tasks = environment.tasks(num_tasks, seed=seed)
@@ -226,6 +245,7 @@ def register(app: typer.Typer) -> None:
         if not tasks:
             fail(f"environment {env!r} has no tasks")
         policy, description, remote = _policy(model, base_url, api_key_env, concurrency, "--")
+        sources = trained.sources if trained is not None else {k: "user" for k in env_args}
         judge = None
         judge_remote = False
         grader = _grader(bon_grader) if bon_grader else None
@@ -271,6 +291,7 @@ def register(app: typer.Typer) -> None:
             folder,
             concurrency,
             Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed),
+            {"env_args": env_args, "env_args_from": sources},
         )
 
 
@@ -286,6 +307,7 @@ def _run(
     folder: Path,
     concurrency: int,
     sampling: Any,
+    env_meta: dict[str, Any],
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -327,7 +349,7 @@ def _run(
                 env_name=env_name,
                 on_record=advance,
                 on_select=selecting,
-                extra_meta={"deepconf_online_mode": online_mode(policy, remote)},
+                extra_meta={"deepconf_online_mode": online_mode(policy, remote), **env_meta},
             )
         finally:
             for p in {id(policy): policy, id(judge): judge}.values():

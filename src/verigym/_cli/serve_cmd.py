@@ -31,8 +31,13 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
             found = resolve_model_dir(path) if path.is_dir() else None
             if found is None:
                 fail(f"MODEL_PATH {model_path}: no model here (expected config.json or adapter_config.json)")
+            record = _record(found)  # a verigym checkpoint: tools in the format it was trained with
             policy = LocalPolicy.from_pretrained(
-                found, dtype=dtype, device=device, max_batch_rows=max_batch_rows
+                found,
+                dtype=dtype,
+                device=device,
+                max_batch_rows=max_batch_rows,
+                tool_format=record.tool_format if record is not None else None,
             )
         elif model_path in ("tiny", "small", "base"):
             policy, message = default_policy(model_path)
@@ -47,6 +52,35 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
     except (PolicyError, ValueError) as exc:
         fail(f"MODEL_PATH {model_path}: {exc}")
     return policy
+
+
+def _record(model_dir: Path) -> Any:
+    """The training record of a checkpoint verigym trained (``policies.trained``), said in one line:
+    what it was trained on, the tool format it is served in, and the eval that matches its training."""
+    from rich.markup import escape
+
+    from verigym.policies.trained import RecordError, read_record
+
+    try:
+        record = read_record(model_dir)
+    except RecordError as exc:
+        fail(f"MODEL_PATH {model_dir}: {exc}")
+    if record is None:
+        return None
+    console.print(f"[dim]{escape(str(model_dir))}: {escape(record.describe())}[/]")
+    for env in record.envs:
+        args = "".join(f" --env-arg {k}={_arg(v)}" for k, v in env.args.items())
+        if args:
+            console.print(
+                f"[dim]  evaluate it as trained: verigym eval {env.name} --base-url URL{escape(args)}[/]"
+            )
+    return record
+
+
+def _arg(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def serve_cmd(

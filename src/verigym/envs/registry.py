@@ -44,6 +44,7 @@ __all__ = [
     "EnvError",
     "UnknownEnvError",
     "env_arguments",
+    "env_defaults",
     "list_envs",
     "load_env",
     "load_grader_family",
@@ -250,6 +251,21 @@ def env_arguments(name: str) -> str:
         else:
             parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
     return ", ".join(parts)
+
+
+def env_defaults(name: str) -> dict[str, Any]:
+    """The keyword arguments of ``name``'s factory that have a default, with it ({} when unknown, or
+    for an instance): what an argument is when nobody sets it. Imports the environment's module."""
+    target = _resolve(name)
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return {}
+    return {
+        p.name: p.default
+        for p in sig.parameters.values()
+        if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
 
 
 def load_env(name: str, **kwargs: Any) -> Environment:

@@ -53,6 +53,9 @@ class EvalConfig(BaseModel):
 
     env: str
     env_args: dict[str, Any] = Field(default_factory=dict)
+    # where each of env_args came from: "user", "checkpoint" (its training record), "real_model"
+    # (the environment's real_model_args); unlisted: "user" (``eval.trained``)
+    env_args_from: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
     policy: str | None = None  # "oracle" / "null": the environment's own policy instead of a model
     base_url: list[str] = Field(default_factory=list)

@@ -120,6 +120,9 @@ def finish(
             tally.add(record)
     summary = tally.metrics.summary(wall_s)
     summary["n_expected"] = tally.n_expected
+    if config.env_args:  # which came from where: the user, the checkpoint's training, a real model's
+        summary["env_args"] = dict(config.env_args)
+        summary["env_args_from"] = {k: config.env_args_from.get(k, "user") for k in config.env_args}
     extra = tally.env_metrics()
     if extra:  # only environments with metrics of their own (ifeval): other summaries keep their keys
         summary["env_metrics"] = extra

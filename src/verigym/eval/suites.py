@@ -27,6 +27,7 @@ from verigym.tools.mcp_config import ToolsSpec
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
     from verigym.policies.base import Policy
+    from verigym.policies.trained import TrainingRecord
 
 __all__ = ["SUITES", "SuiteError", "run_suite", "suite_members", "write_scorecard"]
 
@@ -103,13 +104,18 @@ async def run_suite(
     env_overrides: Mapping[str, Any] | None = None,
     on_env: Callable[[str, int, int], None] | None = None,
     on_record: Callable[[Any], None] | None = None,
+    record: TrainingRecord | None = None,
+    on_message: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every environment of ``suite`` into ``out/<env>/`` and write the scorecard.
 
     ``env_overrides`` are extra env args given to every member (e.g. ``tool_variant``); a member
     that does not take one fails to load and is an error row. ``on_env(name, i, n)`` is called
-    before each environment.
+    before each environment. ``record``: the policy's training record (``policies.trained``): a
+    member it was trained on gets the recorded arguments that neither the suite nor
+    ``env_overrides`` sets (``eval.trained``), and ``on_message`` the line that says so.
     """
+    from verigym.eval.trained import trained_args
     from verigym.eval.workflow import EvalEvent, aevaluate, open_environment
 
     def forward(event: EvalEvent) -> None:
@@ -123,10 +129,16 @@ async def run_suite(
         if on_env is not None:
             on_env(name, i, len(members))
         env_args = {**args, **(env_overrides or {})}
+        trained = trained_args(name, env_args, record) if not isinstance(policy, str) else None
+        if trained is not None:
+            env_args = trained.args
+            if on_message is not None:
+                on_message(trained.message)
         # penalties and MCP tools are one environment's options (the CLI refuses them for a suite)
         update = {
             "env": name,
             "env_args": env_args,
+            "env_args_from": {k: v for k, v in (trained.sources if trained else {}).items() if v != "user"},
             "out": str(out / name),
             "rubric": RubricSpec(),
             "tools": ToolsSpec(),

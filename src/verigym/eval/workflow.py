@@ -13,7 +13,10 @@ The steps, in order:
    string is the config's ``model`` (a local path, a catalogue or Hub name, or the served name when
    ``base_url`` is set);
 2. the environment: a name from the registry with ``env_args`` (``verigym.load_env``), or an instance;
-   a pretrained in-process model gets the environment's ``real_model_args`` (recorded in the config);
+   an in-process checkpoint that verigym trained gets the arguments it was trained with for that
+   environment (its training record, ``verigym.eval.trained``), any other pretrained in-process model
+   the environment's ``real_model_args``, each unless the user set it (recorded in the config's
+   ``env_args`` and ``env_args_from``, and in ``summary.json``);
 3. the config's cheating penalties and MCP tools are added (``verigym.envs.prepare.prepare_env``);
 4. the tasks (``num_tasks``, ``seed``, ``split``); none is an error;
 5. the policy: a ``Policy`` used as given; a ``ModelSpec`` through ``make_policy``; else the config's
@@ -70,7 +73,8 @@ class EvalSetupError(ConfigError):
 class EvalEvent:
     """One step of ``evaluate``, for progress displays.
 
-    - ``env_args``: ``message`` says which ``real_model_args`` a pretrained model added;
+    - ``env_args``: ``message`` says which arguments the checkpoint's training record or, for a
+      pretrained model, ``real_model_args`` added;
     - ``policy``: ``message`` describes an in-process or environment policy (a served one: ``endpoint``);
     - ``ready``: environment, tasks and policy are set up; a served endpoint is checked next;
     - ``endpoint``: the served endpoint answered; ``message`` is ``MODEL at URLS``;
@@ -231,16 +235,9 @@ async def aevaluate(
     else:
         environment = env
     opened: OpenedModel | None = None
-    extra = {k: v for k, v in environment.real_model_args.items() if k not in config.env_args}
-    if extra and owned is not None and own_policy is None and given is None:
-        opened = open_policy(spec)  # whether they apply is known once the model is loaded
-        # only where the model is known to be pretrained: a server may host the tiny model (`verigym serve`)
-        if not opened.remote and not getattr(opened.policy, "is_toy", True):
-            env_args = {**config.env_args, **extra}  # recorded in config.json: --resume asks the same
-            environment = owned = open_environment(config.env, env_args)
-            config = config.model_copy(update={"env_args": env_args})
-            shown = " ".join(f"{k}={v}" for k, v in extra.items())
-            emit(EvalEvent("env_args", f"{config.env}: {shown} for a pretrained model"))
+    if owned is not None and own_policy is None and given is None and not spec.served:
+        config, environment, opened = _model_args(config, environment, spec, emit)
+        owned = environment
     try:
         servers = prepare_env(environment, config.rubric.penalties, config.tools.mcp)
     except EnvError as exc:
@@ -249,6 +246,46 @@ async def aevaluate(
         return await _run(environment, owned, given, own_policy, opened, spec, config, folder, resume, emit)
     finally:
         close_servers(servers)
+
+
+def _model_args(
+    config: EvalConfig, environment: Environment, spec: ModelSpec, emit: Callable[[EvalEvent], None]
+) -> tuple[EvalConfig, Environment, OpenedModel | None]:
+    """The environment rebuilt with the arguments the in-process model wants, unless the user set them:
+    those its checkpoint was trained with (``eval.trained``), else, for a pretrained model, the
+    environment's ``real_model_args``; recorded in ``config`` (``env_args``, ``env_args_from``)."""
+    from verigym.eval.trained import CHECKPOINT, REAL_MODEL, USER, sources_of, trained_args
+    from verigym.policies.default import find_record
+    from verigym.policies.trained import RecordError
+
+    try:
+        record = find_record(spec.model)
+    except RecordError as exc:
+        raise EvalSetupError(f"--model {spec.model}: {exc}") from exc
+    chosen = trained_args(config.env, config.env_args, record, config.env_args_from)
+    opened: OpenedModel | None = None
+    if chosen is not None:
+        env_args, sources = chosen.args, chosen.sources
+        emit(EvalEvent("env_args", chosen.message))
+    else:
+        known = sources_of(config.env_args, config.env_args_from)
+        mine = {k: v for k, v in config.env_args.items() if known[k] == USER}
+        extra = {k: v for k, v in environment.real_model_args.items() if k not in mine}
+        env_args, sources = dict(config.env_args), known
+        if extra:
+            opened = open_policy(spec)  # whether they apply is known once the model is loaded
+            # only where the model is known to be pretrained: a server may host the tiny model
+            if not getattr(opened.policy, "is_toy", True):
+                env_args = {**mine, **extra}
+                sources = {**{k: USER for k in mine}, **{k: REAL_MODEL for k in extra}}
+                shown = " ".join(f"{k}={v}" for k, v in extra.items())
+                emit(EvalEvent("env_args", f"{config.env}: {shown} for a pretrained model"))
+    if env_args != config.env_args:
+        environment = open_environment(config.env, env_args)
+    # recorded in config.json: --resume asks the same, and summary.json says where each came from
+    sources = {k: v for k, v in sources.items() if v in (CHECKPOINT, REAL_MODEL)}
+    config = config.model_copy(update={"env_args": env_args, "env_args_from": sources})
+    return config, environment, opened
 
 
 async def _run(

@@ -11,6 +11,9 @@
    defaults to ``~/.verigym``), also accepting a run directory laid out as ``checkpoints/latest``;
 3. else a freshly built ``tiny`` model, with a message saying it is untrained and how to train one.
 
+A model directory verigym trained is opened in the tool-call format it was trained with (its
+training record, ``policies.trained``; ``trained_format``).
+
 ``verigym models`` lists the quickstart checkpoints plus the model directories named in
 ``$VERIGYM_MODELS`` (paths separated by ``os.pathsep``) and in ``$VERIGYM_HOME/config.toml``::
 
@@ -28,18 +31,21 @@ from pathlib import Path
 from verigym._files import read_toml
 from verigym._library_output import home as verigym_home
 from verigym.policies.base import PolicyError
-from verigym.policies.catalogue import resolve
+from verigym.policies.catalogue import models_dir, resolve
 from verigym.policies.local import LocalPolicy
+from verigym.policies.trained import TrainingRecord, read_record
 
 __all__ = [
     "Checkpoint",
     "configured_paths",
     "default_policy",
     "find_checkpoints",
+    "find_record",
     "missing_local_path",
     "newest_quickstart",
     "quickstart_dirs",
     "resolve_model_dir",
+    "trained_format",
     "verigym_home",
 ]
 
@@ -130,9 +136,32 @@ def newest_quickstart() -> Checkpoint | None:
     return max(ours, key=lambda c: c.created) if ours else None
 
 
+def find_record(model: str | None) -> TrainingRecord | None:
+    """The training record (``policies.trained``) of the in-process model ``model`` names: a model
+    directory, a run directory (its final model, as ``resolve_model_dir`` finds it) or a pulled
+    model's name; ``None`` is the newest quickstart checkpoint, as ``default_policy`` picks it. None
+    when there is no such directory or it has no record (a fresh ``tiny``, a Hub name, a model verigym
+    did not train). Raises ``RecordError`` (one line) for a malformed or newer record."""
+    if model is None:
+        newest = newest_quickstart()
+        return read_record(newest.path) if newest is not None else None
+    path = Path(model).expanduser()
+    if not path.exists() and "/" not in model:  # a pulled model's name (``catalogue.resolve``)
+        path = models_dir() / model
+    found = resolve_model_dir(path) if path.is_dir() else None
+    return read_record(found) if found is not None else None
+
+
+def trained_format(path: Path | str) -> str | None:
+    """The tool-call format a verigym-trained model directory was trained with (its training record,
+    ``policies.trained``), or None (no record: ``default_format`` of its tokenizer decides)."""
+    record = read_record(path) if Path(path).is_dir() else None
+    return record.tool_format if record is not None else None
+
+
 def _load(path: Path | str) -> LocalPolicy:
     try:
-        return LocalPolicy.from_pretrained(path)
+        return LocalPolicy.from_pretrained(path, tool_format=trained_format(path))
     except PolicyError as exc:
         raise ValueError(str(exc)) from None
 

@@ -3,7 +3,8 @@ states, the trainer's own state and the step.
 
 Layout of ``RUN_DIR/checkpoints/step_000010/``: ``model/`` (``save_pretrained``: full weights, or
 the adapter for LoRA), ``trainer.pt`` (optimizer, scheduler, RNG states, trainer state) and
-``state.json`` (step, for humans). ``RUN_DIR/checkpoints/latest`` names the newest one. A
+``state.json`` (step, for humans); ``model/`` also holds the training record
+(``verigym_training.json``, ``policies.trained``) when the trainer gives one. ``RUN_DIR/checkpoints/latest`` names the newest one. A
 checkpoint is written to a temporary directory and renamed, so a crash never leaves half of one.
 
 What resume needs is kept once. Only the newest checkpoint keeps its ``trainer.pt`` (AdamW's state is
@@ -19,10 +20,13 @@ import json
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from verigym.policies.trained import TrainingRecord
 
 __all__ = [
     "REF_DIR",
@@ -70,9 +74,11 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     keep: int = 2,
     ref_model: Any = None,
+    record: TrainingRecord | None = None,
 ) -> Path:
     """Write ``checkpoints/step_{step:06d}`` and point ``latest`` at it; keep the newest ``keep``, and
-    the resume state (``trainer.pt``) of the newest only. ``ref_model`` is saved once, to ``ref/``."""
+    the resume state (``trainer.pt``) of the newest only. ``ref_model`` is saved once, to ``ref/``;
+    ``record`` (what the weights were trained with) goes into ``model/``."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -84,6 +90,10 @@ def save_checkpoint(
     hf_logging.disable_progress_bar()  # no "Writing model shards" bars between our own progress lines
     model.save_pretrained(tmp / "model")
     tokenizer.save_pretrained(tmp / "model")
+    if record is not None:
+        from verigym.policies.trained import write_record
+
+        write_record(tmp / "model", record)
     torch.save(
         {
             "step": step,

@@ -5,6 +5,8 @@ same pieces. Output layout of ``out_dir``: ``sft/`` (the SFT model), ``checkpoin
 checkpoints), ``checkpoint/`` (the final model, loadable with ``from_pretrained`` — or the LoRA
 adapter; the last checkpoint's files hard-linked, not a second copy), ``metrics.jsonl``,
 ``report.html``, ``summary.json`` (with the run's disk cost, ``disk_usage``), ``train_config.json``.
+Every model directory written (``sft/``, ``checkpoint/``, each checkpoint's ``model/``) carries its
+training record, ``verigym_training.json`` (``train.record``): what ``verigym eval`` reads back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.envs.base import Environment
+from verigym.policies.trained import TrainingRecord, write_record
 from verigym.train._model import load_model
 from verigym.train.checkpoint import disk_usage, latest_checkpoint, link_model
 from verigym.train.config import ConfigError, TrainConfig, load_config
@@ -52,8 +55,9 @@ def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, E
     return rows
 
 
-def save_final(model: Any, tokenizer: Any, path: str | Path) -> Path:
-    """``save_pretrained`` the model (or its adapter) and the tokenizer into ``path``."""
+def save_final(model: Any, tokenizer: Any, path: str | Path, record: TrainingRecord | None = None) -> Path:
+    """``save_pretrained`` the model (or its adapter) and the tokenizer into ``path``, with ``record``
+    (what the weights were trained with, ``policies.trained``) beside them."""
     from transformers.utils import logging as hf_logging
 
     out = Path(path)
@@ -61,6 +65,8 @@ def save_final(model: Any, tokenizer: Any, path: str | Path) -> Path:
     hf_logging.disable_progress_bar()  # no "Writing model shards" bars in our own progress display
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    if record is not None:
+        write_record(out, record)
     return out
 
 
@@ -72,7 +78,7 @@ def final_model(trainer: RLTrainer) -> tuple[Path, Path | None]:
     latest = latest_checkpoint(trainer.out_dir)
     if latest is not None and latest.name == f"step_{trainer.step:06d}" and (latest / "model").is_dir():
         return link_model(latest / "model", out), latest / "model"
-    return save_final(trainer.model, trainer.tokenizer, out), None
+    return save_final(trainer.model, trainer.tokenizer, out, trainer.training_record()), None
 
 
 def _sft_phase(
@@ -152,7 +158,8 @@ def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, 
     log = MetricsLog(out / "metrics.jsonl")
     summary = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
     summary["pass_at_1"] = trainer.evaluate()["eval/pass_at_1"]
-    summary["model_dir"] = str(save_final(model, tokenizer, out / "sft"))
+    record = trainer.training_record("sft", summary["steps"])
+    summary["model_dir"] = str(save_final(model, tokenizer, out / "sft", record))
     (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -218,7 +225,8 @@ def run_train(
             sft = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
             summary["sft_steps"] = sft["steps"]
             summary.update(_stage(trainer.evaluate(), "after_sft"))
-            summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft"))
+            record = trainer.training_record("sft", sft["steps"])
+            summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft", record))
         (out / STAGES).write_text(json.dumps(summary, indent=2) + "\n")
     if on_trainer is not None:
         on_trainer(trainer)

@@ -22,7 +22,7 @@ import copy
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import torch
 
@@ -40,6 +40,9 @@ from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
 from verigym.types import Sampling, Task
+
+if TYPE_CHECKING:
+    from verigym.policies.trained import TrainingRecord
 
 __all__ = [
     "RUN_CONFIG",
@@ -210,8 +213,22 @@ class RLTrainer:
             scheduler=self.state.scheduler,
             trainer_state=self.trainer_state(),
             ref_model=self.ref_model,
+            record=self.training_record(),
         )
         return path
+
+    def training_record(self, stage: Literal["sft", "rl"] = "rl", step: int | None = None) -> TrainingRecord:
+        """What the model's weights are trained with (``train.record``): this run's environments, tool
+        format and sampling, at ``step`` (default: the RL step) of ``stage``."""
+        from verigym.train.record import training_record
+
+        return training_record(
+            self.cfg,
+            self.envs,
+            self.policy.tool_format,
+            stage=stage,
+            step=self.step if step is None else step,
+        )
 
     @classmethod
     def resume(
