@@ -5,7 +5,7 @@ Each dialect translates its request into the internal request, the Chat Completi
 tool-call parsing, structured outputs, cancellation when the client hangs up) and translates the
 reply back, so that serve, eval and an agent gateway share one translation:
 
-- ``POST /v1/responses`` (``_responses``): OpenAI's Responses API, streamed or not; stateless (nothing
+- ``POST /v1/responses`` (``_responses``, replies in ``_responses_reply``): OpenAI's Responses API, streamed or not; stateless (nothing
   is stored, ``previous_response_id`` is refused);
 - ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` (``_messages``): Anthropic's Messages
   API, streamed or not, with Anthropic's error bodies.
@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from verigym.serve import _messages, _responses
+from verigym.serve import _messages, _responses, _responses_reply
 from verigym.serve._generation import (
     disconnect,
     event_stream,
@@ -48,11 +48,11 @@ def add_dialect_routes(app: FastAPI, handler: Handler) -> None:
         try:
             if body.stream:
                 _, pieces = await generate_stream(handler, req)
-                return event_stream(_responses.stream_events(body, pieces))
+                return event_stream(_responses_reply.stream_events(body, pieces))
             gen = await generate(handler, req, disconnect(request))
         except ApiError as exc:
             raise _responses.chat_error(exc) from None
-        return _responses.response_object(body, gen)
+        return _responses_reply.response_object(body, gen)
 
     @app.post("/v1/messages", response_model=None)
     async def messages(request: Request) -> Any:
