@@ -14,6 +14,11 @@ for required paths present; weight 0.2) and ``fields`` (``graders.schema.fields_
 fraction of expected values right, numbers as numbers, strings case- and space-insensitive;
 weight 0.8). A perfect answer scores 1.
 
+**Structured outputs** (``response_format=schema``): each sample is drawn with OpenAI's
+``response_format`` set to the task's schema (a grammar enforces it in a local model; a server is asked
+for it), so the answer is valid JSON under the schema by construction and only the values are the
+model's; ``response_format=none`` (default) leaves the answer free.
+
 **Difficulty** (``level``):
 
 =====  ===================================================================================
@@ -33,14 +38,14 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from verigym.envs._args import int_arg
+from verigym.envs._args import choice_arg, int_arg
 from verigym.envs.base import SingleTurnEnv
 from verigym.envs.procedural import ProceduralEnv
 from verigym.graders.schema import fields_grader, schema_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.rubric import Rubric
-from verigym.types import Message, Task
+from verigym.types import Message, Sampling, Task, Trajectory
 
 __all__ = ["KINDS", "JsonExtractEnv", "make_entity"]
 
@@ -233,11 +238,26 @@ class JsonExtractEnv(ProceduralEnv, SingleTurnEnv):
     )
     public_info_keys = ("schema",)
 
-    def __init__(self, level: int = 2, size: int = 1000, system_prompt: str | None = None) -> None:
+    def __init__(
+        self,
+        level: int = 2,
+        size: int = 1000,
+        system_prompt: str | None = None,
+        response_format: str = "none",
+    ) -> None:
         rubric = Rubric([schema_grader(weight=0.2, name="schema"), fields_grader(weight=0.8, name="fields")])
         super().__init__(rubric=rubric, system_prompt=system_prompt)
         self.level = int_arg("json_extract", "level", level, 1, 3)
         self.size = int_arg("json_extract", "size", size, 1, 10**9)
+        self.response_format = choice_arg(
+            "json_extract", "response_format", response_format, ("none", "schema")
+        )
+
+    async def rollout(self, task: Task, policy: Policy, sampling: Sampling) -> Trajectory:
+        if self.response_format == "schema":
+            fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": task.info["schema"]}}
+            sampling = sampling.model_copy(update={"response_format": fmt})
+        return await super().rollout(task, policy, sampling)
 
     def generate(self, rng: random.Random) -> Task:
         kind = rng.choice(KINDS)

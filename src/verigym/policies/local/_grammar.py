@@ -170,7 +170,14 @@ class Grammars:
 
     @functools.cached_property
     def _compiler(self) -> Any:
-        import xgrammar as xgr
+        try:
+            import xgrammar as xgr
+        except ImportError:
+            raise PolicyError(
+                "bad_request",
+                "response_format: structured outputs need the grammar engine xgrammar; install it with "
+                "'pip install --no-deps -r requirements-grammar.lock' (or 'pip install verigym[grammar]')",
+            ) from None
 
         info = xgr.TokenizerInfo.from_huggingface(
             self.tokenizer, vocab_size=self.vocab_size, stop_token_ids=list(self.stop_ids)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -55,7 +54,6 @@ __all__ = [
 
 CallLike = ToolCall | Mapping[str, Any]  # a ToolCall, an OpenAI tool call or a flat {"name", "arguments"}
 
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
 
@@ -175,26 +173,46 @@ class ToolFormat:
 
 
 class _Tagged(ToolFormat):
-    """Calls inside ``<tool_call>...</tool_call>``; a block holds one call object or a list of them."""
+    """Calls inside ``<tool_call>...</tool_call>``; a block holds one call object or a list of them.
+
+    A block is read as one JSON value from just after ``<tool_call>`` (``raw_decode``), then its closing
+    tag (or the end of the reply): a string argument that itself contains ``</tool_call>`` or
+    ``<tool_call>`` does not split the block."""
+
+    open_tag, close_tag = "<tool_call>", "</tool_call>"
 
     def parse(self, text: str, salt: str = "") -> Parsed:
-        if "<tool_call>" not in text:
+        if self.open_tag not in text:
             return Parsed(text, (), 0)
         found: list[tuple[str, Any]] = []
         kept: list[str] = []
-        last = bad = 0
-        for match in _TAG.finditer(text):
-            calls = _calls_of(_loads(match.group(1)))
-            if calls is None:
+        last = bad = pos = 0
+        while (start := text.find(self.open_tag, pos)) >= 0:
+            pos = start + len(self.open_tag)
+            block = self._block(text, pos)
+            calls = None if block is None else _calls_of(block[0])
+            if block is None or calls is None:
                 bad += 1
                 continue
-            kept.append(text[last : match.start()])
-            last = match.end()
+            kept.append(text[last:start])
+            last = pos = block[1]
             found += calls
         if last == 0:  # no block held calls: the text stays as the model wrote it
             return Parsed(text, (), bad)
         kept.append(text[last:])
         return Parsed("".join(kept).strip(), _with_ids(found, salt + text), bad)
+
+    def _block(self, text: str, at: int) -> tuple[Any, int] | None:
+        """(the JSON value of the block whose body starts at ``at``, the index after its closing tag)."""
+        at = len(text) - len(text[at:].lstrip())
+        try:
+            value, end = _DECODER.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return None
+        end = len(text) - len(text[end:].lstrip())
+        if text.startswith(self.close_tag, end):
+            return value, end + len(self.close_tag)
+        return (value, end) if end == len(text) else None  # a block left open at the end of the reply
 
 
 class Hermes(_Tagged):
