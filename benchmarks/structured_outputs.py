@@ -123,8 +123,7 @@ async def _validity(url: str, model: str, n: int, concurrency: int, max_tokens: 
 def _mask_cost(model: str, threads: int, batches: list[int]) -> list[dict[str, Any]]:
     import torch
 
-    from verigym.policies.local import LocalPolicy
-    from verigym.policies.local import _grammar
+    from verigym.policies.local import LocalPolicy, _grammar
     from verigym.types import Sampling
 
     torch.set_num_threads(threads)
