@@ -6,6 +6,7 @@ cannot be served."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,42 @@ def test_harmless_fields_are_accepted_and_errors_are_anthropic_shaped(tiny_url: 
     assert refused.value.body["error"]["message"].startswith("thinking:")  # type: ignore[index]
     r = httpx.post(f"{tiny_url}/messages", content=b"{not json", timeout=60)
     assert r.status_code == 400 and r.json()["type"] == "error"
+
+
+# Forced tool use and output_config.format are enforced by the chat path's grammar-constrained decoding
+# (``policies.local._grammar``); these check that the Messages fields reach it, on the random model.
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "calc"}], ids=["any", "tool"])
+def test_tool_choice_forces_tool_use(tiny_url: str, choice: dict[str, Any]) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"expr": {"type": "string", "enum": ["417*823"]}},
+        "required": ["expr"],
+        "additionalProperties": False,
+    }
+    m = _client(tiny_url).messages.create(
+        model="tiny",
+        max_tokens=80,
+        messages=[{"role": "user", "content": QUESTION}],
+        tools=[{"name": "calc", "input_schema": schema}],
+        tool_choice=choice,  # type: ignore[arg-type]
+        extra_body=GREEDY,
+    )
+    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["tool_use"]
+    assert m.content[0].input == {"expr": "417*823"}  # type: ignore[union-attr]
+
+
+def test_output_config_format_is_followed(tiny_url: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    m = _client(tiny_url).messages.create(
+        model="tiny",
+        max_tokens=40,
+        messages=[{"role": "user", "content": "hi"}],
+        output_config={"format": {"type": "json_schema", "schema": schema}},
+        extra_body=GREEDY,
+    )
+    assert isinstance(json.loads(m.content[0].text)["ok"], bool)  # type: ignore[union-attr]

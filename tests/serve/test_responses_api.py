@@ -281,3 +281,44 @@ def test_harmless_fields_are_accepted(tiny_url: str) -> None:
     assert r.status in ("completed", "incomplete") and r.prompt_cache_key == "k1" and r.user == "u1"
     unknown = _client(tiny_url).models.list()  # the server is still well
     assert [m.id for m in unknown.data] == ["tiny"]
+
+
+# Forced tool calls and JSON schemas are enforced by the chat path's grammar-constrained decoding
+# (``policies.local._grammar``); these check that the Responses fields reach it, on the random model.
+ENUM_SCHEMA = {
+    "type": "object",
+    "properties": {"expr": {"type": "string", "enum": ["417*823"]}},
+    "required": ["expr"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    "choice", ["required", {"type": "function", "name": "calc"}], ids=["required", "named"]
+)
+def test_tool_choice_forces_the_call(tiny_url: str, choice: Any) -> None:
+    tool = {"type": "function", "name": "calc", "parameters": ENUM_SCHEMA, "strict": True}
+    args: dict[str, Any] = {"model": "tiny", "input": QUESTION, "tools": [tool], "tool_choice": choice}
+    r = _client(tiny_url).responses.create(max_output_tokens=80, temperature=0, **args)
+    assert [(o.type, getattr(o, "arguments", None)) for o in r.output] == [("function_call", ARGS)]
+    events = list(
+        _client(tiny_url).responses.create(max_output_tokens=80, temperature=0, stream=True, **args)
+    )
+    assert events[-1].type == "response.completed" and events[-1].response.output[0].type == "function_call"  # type: ignore[union-attr]
+
+
+def test_text_format_json_schema_is_followed(tiny_url: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    r = _client(tiny_url).responses.create(
+        model="tiny",
+        input="hi",
+        text={"format": {"type": "json_schema", "name": "verdict", "schema": schema, "strict": True}},
+        max_output_tokens=40,
+        temperature=0,
+    )
+    assert isinstance(json.loads(r.output_text)["ok"], bool)
