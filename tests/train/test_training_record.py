@@ -169,3 +169,31 @@ def test_a_newer_record_is_refused_in_one_line(run: Path, tmp_path: Path) -> Non
         app, ["eval", "calc", "--model", str(model), "-n", "1", "--out", str(tmp_path / "x")]
     )
     assert done.exit_code == 2 and "upgrade verigym" in done.output
+
+
+def test_each_line_says_what_the_checkpoint_gave_and_what_the_user_changed() -> None:
+    from verigym.eval.trained import trained_args
+    from verigym.policies.trained import EnvRecord, SamplingRecord, TrainingRecord
+
+    def record(env: str, args: dict[str, Any], resolved: dict[str, Any]) -> TrainingRecord:
+        return TrainingRecord(
+            verigym_version="test",
+            stage="rl",
+            base_model="tiny",
+            envs=[EnvRecord(name=env, args=args, resolved=resolved)],
+            sampling=SamplingRecord(temperature=1.0, max_tokens=6),
+        )
+
+    defaults = record("arithmetic", {"level": 1}, {"level": 1, "verbose": False})
+    same = trained_args("arithmetic", {}, defaults)
+    assert same is not None and same.args == {}  # level=1 is arithmetic's default: nothing to add
+    assert same.message == "arithmetic: the checkpoint was trained with arithmetic's default arguments"
+    brief = record("calc", {"schema": "brief"}, {"schema": "brief", "digits": 3})
+    both = trained_args("calc", {"digits": 2}, brief)
+    assert both is not None and both.args == {"digits": 2, "schema": "brief"}
+    assert both.sources == {"digits": "user", "schema": "checkpoint"}
+    assert both.message.endswith("; --env-arg digits=2 replaces the checkpoint's training (digits=3)")
+    given = trained_args("calc", {"schema": "brief"}, brief)
+    assert given is not None and given.sources == {"schema": "user"}
+    assert "--env-arg gives the arguments the checkpoint was trained with (schema=brief)" in given.message
+    assert trained_args("arithmetic", {}, brief) is None  # not trained on it: its own defaults

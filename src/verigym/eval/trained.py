@@ -69,15 +69,16 @@ def trained_args(
     known = dict(sources or {})
     mine = {k: v for k, v in args.items() if known.get(k, USER) == USER}
     recorded = {**entry.resolved, **entry.args}
-    added = {
+    # what training set unlike today's defaults (a key the factory no longer takes only if given)
+    trained = {
         k: v
         for k, v in recorded.items()
-        if k not in mine and (k in entry.args or k in defaults) and (k not in defaults or defaults[k] != v)
+        if (k in defaults and defaults[k] != v) or (k not in defaults and k in entry.args)
     }
+    added = {k: v for k, v in trained.items() if k not in mine}
     out = {**mine, **added}
     chosen = {k: (CHECKPOINT if k in added else USER) for k in out}
     differ = {k: recorded[k] for k, v in mine.items() if k in recorded and recorded[k] != v}
-    trained = {k: v for k, v in recorded.items() if k in entry.args or defaults.get(k, v) != v}
     replaced = f"--env-arg {_show({k: mine[k] for k in differ})} replaces the checkpoint's training ({_show(differ)})"
     if added:
         message = (
