@@ -222,13 +222,8 @@ class RLTrainer:
         format and sampling, at ``step`` (default: the RL step) of ``stage``."""
         from verigym.train.record import training_record
 
-        return training_record(
-            self.cfg,
-            self.envs,
-            self.policy.tool_format,
-            stage=stage,
-            step=self.step if step is None else step,
-        )
+        step = self.step if step is None else step
+        return training_record(self.cfg, self.envs, self.policy.tool_format, stage=stage, step=step)
 
     @classmethod
     def resume(
