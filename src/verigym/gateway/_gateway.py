@@ -1,0 +1,180 @@
+"""``Gateway``: the run's one local server for all its rollouts, on a background thread.
+
+The app is ``verigym serve``'s wiring (its error bodies, ``/health``, ``/v1/models``,
+``/v1/chat/completions`` and the dialect routes ``/v1/responses``, ``/v1/messages`` and
+``/v1/messages/count_tokens``) over a ``RecordingHandler``, behind the ``SessionRouter`` (which session,
+retries) and serve's ``Guard`` (the body cap). Text completions and the weight endpoints are not served.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from verigym.gateway._recording import RecordingHandler
+from verigym.gateway._router import SessionRouter
+from verigym.gateway._sessions import RecordedCall, Session, Sessions
+from verigym.policies.local import LocalPolicy
+from verigym.serve._dialects import add_dialect_routes
+from verigym.serve._generation import disconnect
+from verigym.serve._guard import Guard, ServeLimits
+from verigym.serve._wire import ApiError, ChatRequest, error_body
+from verigym.types import Sampling
+
+__all__ = ["Gateway", "create_gateway_app"]
+
+
+def create_gateway_app(
+    policy: LocalPolicy,
+    sessions: Sessions,
+    *,
+    name: str | None = None,
+    default_max_tokens: int = 512,
+    limits: ServeLimits | None = None,
+) -> FastAPI:
+    """The gateway's ASGI app over ``policy``, recording into ``sessions`` (module doc)."""
+    limits = limits or ServeLimits()
+    handler = RecordingHandler(policy, name or policy.name, default_max_tokens, limits, sessions)
+    app = FastAPI(title="verigym gateway", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.handler = handler
+    app.add_middleware(SessionRouter, sessions=sessions)
+    app.add_middleware(Guard, api_key=None, max_body_bytes=limits.max_body_bytes)  # outermost
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        body = error_body(str(exc), exc.type, exc.param, exc.code)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        if first.get("type") == "json_invalid":
+            return JSONResponse(
+                error_body("the request body is not valid JSON", "invalid_request_error"), 400
+            )
+        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        return JSONResponse(
+            error_body(f"{'.'.join(loc) or 'body'}: {msg}", "invalid_request_error", ".".join(loc) or None),
+            400,
+        )
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(exc.detail), "invalid_request_error"), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(error_body(f"internal error: {exc}", "server_error"), 500)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        names = [(handler.name, None)] + [(a, handler.name) for a in policy.adapters]
+        data = [
+            {
+                "id": n,
+                "object": "model",
+                "created": handler.created,
+                "owned_by": "verigym",
+                "root": n,
+                "parent": p,
+            }
+            for n, p in names
+        ]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(req: ChatRequest, request: Request) -> dict[str, Any] | StreamingResponse:
+        return await handler.chat(req, disconnect(request))
+
+    add_dialect_routes(app, handler)
+    return app
+
+
+class Gateway:
+    """One local server for all rollouts of a run (``docs/gateway.md``).
+
+    ``open`` a ``Session`` per rollout and hand its URL or key to the agent; every call it makes is
+    sampled from ``policy`` (with the session's ``Sampling``, when given) and recorded; ``close`` ends
+    the session and returns its ``RecordedCall`` list. ``port=0`` picks a free port. Use as a context
+    manager, or call ``start()``/``stop()``.
+    """
+
+    def __init__(
+        self,
+        policy: LocalPolicy,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        default_max_tokens: int = 512,
+        name: str | None = None,
+        limits: ServeLimits | None = None,
+    ) -> None:
+        import uvicorn
+
+        self.policy = policy
+        self.sessions = Sessions()
+        self.app = create_gateway_app(
+            policy, self.sessions, name=name, default_max_tokens=default_max_tokens, limits=limits
+        )
+        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="verigym-gateway", daemon=True)
+        self.host, self._port = host, port
+
+    @property
+    def port(self) -> int:
+        if self._server.started:
+            return int(self._server.servers[0].sockets[0].getsockname()[1])
+        if self._port:
+            return self._port
+        raise RuntimeError("the gateway has no port yet: start() it first")
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (no ``/v1``: a session's URLs add their own)."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> Gateway:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway did not start on {self.host}:{self._port}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def open(self, sampling: Sampling | None = None, *, session_id: str | None = None) -> Session:
+        """A new session (a fresh id unless ``session_id`` is given, and a fresh secret key). ``sampling``
+        overrides each call's temperature, top_p, top_k and seed (``seed + call index``) and caps its
+        max_tokens; None: calls are sampled as sent. Raises ``ValueError`` for an id used before."""
+        return self.sessions.open(self.url, sampling, session_id)
+
+    def close(self, session_id: str) -> list[RecordedCall]:
+        """End the session: its calls in order; later calls get a 409. ``KeyError`` if not open."""
+        return self.sessions.close(session_id)
+
+    def calls(self, session_id: str) -> list[RecordedCall]:
+        """The session's calls so far, in order (it stays open). ``KeyError`` if not open."""
+        return self.sessions.calls(session_id)
