@@ -13,6 +13,8 @@ import openai
 import pytest
 
 from verigym.gateway import Gateway, Session
+from verigym.gateway._recording import apply
+from verigym.serve._wire import ChatRequest
 from verigym.types import Sampling
 
 CARRIERS = ["path", "key", "header"]
@@ -137,6 +139,18 @@ def test_the_session_sampling_overrides_the_request(gateway: Gateway) -> None:
     assert len((chat(client(small, "path"), max_tokens=2).choices[0].model_extra or {})["token_ids"]) <= 2
     gateway.close(free.id)
     gateway.close(small.id)
+
+
+def test_apply_sets_the_sampling_and_caps_max_tokens() -> None:
+    sent = {"temperature": 0.0, "top_k": 3, "seed": 1, "max_completion_tokens": 50}
+    req = ChatRequest.model_validate({"model": "m", "messages": MESSAGES, **sent})
+    run = Sampling(temperature=0.7, top_p=0.9, seed=10, max_tokens=600)
+    got = apply(req, run, 2)
+    assert (got.temperature, got.top_p, got.top_k, got.seed, got.max_tokens) == (0.7, 0.9, None, 12, 50)
+    assert got.max_completion_tokens is None and apply(req, None, 2) is req
+    bare = ChatRequest.model_validate({"model": "m", "messages": MESSAGES, "seed": 1})
+    assert apply(bare, run, 0).max_tokens == 600  # no limit sent: the session's (not the default 512)
+    assert apply(bare, Sampling(max_tokens=8), 0).seed == 1  # no run seed: the request's is kept
 
 
 def test_open_refuses_a_used_or_malformed_id(gateway: Gateway) -> None:

@@ -9,7 +9,8 @@ every call whatever its dialect, streamed or not:
   request; tasks the request starts copy it), gives the call its index, applies the session's sampling
   (``apply``) and binds the call's ``Pending`` record to the rows;
 - ``run`` awaits the rows and records each as a ``RecordedCall`` built with ``policy.completion`` (the
-  exact prompt and completion ids, logprobs, tool calls and finish reason).
+  exact prompt and completion ids, logprobs, tool calls and finish reason). A call the client hung up
+  on is not recorded (a stream's rows are cancelled; a whole reply's call raises a 499 first).
 
 The ``model`` field routes nothing: any name reaches the run's policy (an adapter's name picks that
 adapter).
@@ -61,18 +62,19 @@ class Pending:
 CURRENT: contextvars.ContextVar[Call | None] = contextvars.ContextVar("verigym_gateway_call", default=None)
 
 
-def apply(req: ChatRequest, sampling: Sampling | None, index: int, default_max_tokens: int) -> ChatRequest:
+def apply(req: ChatRequest, sampling: Sampling | None, index: int) -> ChatRequest:
     """``req`` under the session's ``sampling``: its temperature, top_p and top_k replace the request's,
     its seed (when set) becomes ``sampling.seed + index``, and ``max_tokens`` is capped at
-    ``sampling.max_tokens`` (a smaller request keeps its own). None: ``req`` as sent."""
+    ``sampling.max_tokens`` (a smaller request keeps its own; one without gets the cap). None: ``req``
+    as sent."""
     if sampling is None:
         return req
-    asked = req.max_completion_tokens or req.max_tokens or default_max_tokens
+    asked = req.max_completion_tokens or req.max_tokens
     update: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "top_k": sampling.top_k,
-        "max_tokens": min(asked, sampling.max_tokens),
+        "max_tokens": sampling.max_tokens if asked is None else min(asked, sampling.max_tokens),
         "max_completion_tokens": None,
     }
     if sampling.seed is not None:
@@ -114,7 +116,7 @@ class RecordingHandler(Handler):
                 param="n",
             )
         index = live.next_index()
-        req = apply(req, live.session.sampling, index, self.default_max_tokens)
+        req = apply(req, live.session.sampling, index)
         specs = super().specs(req, ids, top_k)
         call.pending = Pending(
             index=index,
@@ -135,6 +137,8 @@ class RecordingHandler(Handler):
         call = CURRENT.get()
         pending = None if call is None else call.pending
         if call is None or pending is None or pending.specs is not specs:  # pragma: no cover
+            return results
+        if results[0].finish == "cancelled":  # the client hung up mid-stream: it never got this reply
             return results
         completion = self.policy.completion(specs[0], results[0], parse_tools=pending.parse)
         recorded = RecordedCall(
