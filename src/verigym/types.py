@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -41,6 +42,7 @@ StopReason = Literal[
     "length",  # the model's last completion was truncated by max_tokens
     "timeout",  # wall-clock limit of the episode
     "error",  # an infrastructure error (policy request failed, environment crashed)
+    "truncated",  # an agent program failed; its valid prefix is kept (``on_error = "truncate"``)
 ]
 
 
@@ -101,6 +103,40 @@ class Message(_Frozen):
         if self.name is not None:
             out["name"] = self.name
         return out
+
+    @classmethod
+    def from_openai(cls, m: Mapping[str, Any]) -> Message | None:
+        """A message in the OpenAI chat format as a ``Message``; None when it holds what a ``Message``
+        cannot (content parts other than text, fields beyond role/content/tool_calls/tool_call_id/name)."""
+        if set(m) - {"role", "content", "tool_calls", "tool_call_id", "name", "refusal"}:
+            return None
+        content = m.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(p, Mapping) and p.get("type") == "text" for p in content):
+                return None
+            content = "".join(str(p.get("text", "")) for p in content)
+        calls = []
+        for t in m.get("tool_calls") or ():
+            fn = t.get("function") if isinstance(t, Mapping) else None
+            if not isinstance(fn, Mapping):
+                return None
+            calls.append(
+                ToolCall(
+                    id=str(t.get("id", "")),
+                    name=str(fn.get("name", "")),
+                    arguments=str(fn.get("arguments", "")),
+                )
+            )
+        try:
+            return cls(
+                role=m.get("role"),  # type: ignore[arg-type]
+                content=str(content or ""),
+                tool_calls=tuple(calls),
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+            )
+        except ValueError:
+            return None
 
 
 class Task(_Frozen):
@@ -192,7 +228,10 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Literal["model", "env", "summary"]
+    # "branch": an agent program's call that does not extend its main conversation (a sub-agent, a
+    # compaction, an auxiliary call); "answer": the program's final answer where it differs from the
+    # model's last text (no completion). Graders of the main conversation read "model" and "env" turns.
+    source: Literal["model", "env", "summary", "branch", "answer"]
     messages: list[Message]
     completion: Completion | None = None
 

@@ -136,13 +136,13 @@ def test_a_prompt_too_long_for_the_context_is_never_tokenized(
     import verigym.serve._handler as handler_module
 
     calls = [0]
-    encode = handler_module.encode_chat
+    encode = handler_module.Handler.encode
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
         return encode(*args, **kwargs)
 
-    monkeypatch.setattr(handler_module, "encode_chat", counted)
+    monkeypatch.setattr(handler_module.Handler, "encode", counted)
     with RunningServer(policy, name="tiny") as srv:
         bound = srv.app.state.handler.bound
         assert bound.longest >= 1 and bound.max_chars == policy.context_length * bound.longest

@@ -32,7 +32,6 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import Message
 
 from verigym.policies.base import PolicyError
-from verigym.policies.local.chat import encode_chat
 from verigym.serve._admission import text_chars
 from verigym.serve._handler import Handler
 from verigym.serve._rows import Gone
@@ -185,9 +184,7 @@ def prompt_ids(handler: Handler, req: ChatRequest) -> list[int]:
     """The prompt's token ids, as ``Handler.chat`` encodes them (too long a prompt is a 400 first)."""
     handler.bound.check(text_chars(req.messages) + text_chars(req.tools), "messages")
     try:
-        return encode_chat(
-            handler.policy.tokenizer, req.messages, req.tools, tool_format=handler.policy.tool_format
-        )
+        return handler.encode(req)
     except PolicyError as exc:
         raise status_of(exc) from None
 

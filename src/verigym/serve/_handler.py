@@ -23,6 +23,7 @@ from verigym.serve._guard import ServeLimits
 from verigym.serve._rows import Gone, response_head, usage
 from verigym.serve._streaming import Streaming
 from verigym.serve._wire import ApiError, ChatRequest, CompletionRequest, legacy_logprobs, status_of
+from verigym.types import Message
 
 __all__ = ["Gone", "Handler"]
 
@@ -42,9 +43,7 @@ class Handler(Streaming):
         adapter = self.adapter_for(req.model)
         self.bound.check(text_chars(req.messages) + text_chars(req.tools), "messages")
         try:
-            ids = encode_chat(
-                self.policy.tokenizer, req.messages, req.tools, tool_format=self.policy.tool_format
-            )
+            ids = self.encode(req)
             specs = self.specs(req, ids, (req.top_logprobs or 0) if req.logprobs else 0)
         except PolicyError as exc:
             raise status_of(exc) from None
@@ -66,6 +65,17 @@ class Handler(Streaming):
             "usage": usage(len(ids), results),
             "prompt_token_ids": ids,
         }
+
+    def encode(self, req: ChatRequest) -> list[int]:
+        """The prompt's token ids. Token-exact over turns: where every message reads as a ``Message``, the
+        policy encodes it (``LocalPolicy.encode``), so a conversation sent back with the model's earlier
+        reply keeps the ids it sampled rather than a re-tokenisation (``policies.local._history``)."""
+        messages = [Message.from_openai(m) for m in req.messages]
+        if all(m is not None for m in messages):
+            return self.policy.encode([m for m in messages if m is not None], req.tools)
+        return encode_chat(
+            self.policy.tokenizer, req.messages, req.tools, tool_format=self.policy.tool_format
+        )
 
     async def complete(
         self, req: CompletionRequest, gone: Gone | None = None

@@ -4,7 +4,9 @@ Token in, token out: the ids are the ones the policy produced (``Completion.prom
 ``completion_token_ids``), never a re-tokenisation of the text. A multi-turn trajectory becomes
 one sequence when each turn's prompt extends the previous sequence (environment tokens are
 spliced in with mask 0); when a chat template re-renders history differently it falls back to one
-sequence per model turn (each carries the trajectory's advantage).
+sequence per model turn (each carries the trajectory's advantage). A turn extends the newest row whose
+ids its prompt starts with, so an agent program's branches (a sub-agent, a compaction) are rows of their
+own while its main conversation stays one row around them.
 """
 
 from __future__ import annotations
@@ -52,13 +54,15 @@ def trajectory_sequences(trajectory: Trajectory) -> list[Row]:
     if not completions:
         raise NotTrainable(f"trajectory {trajectory.task_id} has no model turn")
     out: list[Row] = []
-    cur: Row | None = None
     for c in completions:
         if c.prompt_token_ids is None or c.completion_token_ids is None or not c.token_ids_exact:
             raise NotTrainable(f"trajectory {trajectory.task_id}: the policy returned no exact token ids")
         prompt, comp = list(c.prompt_token_ids), list(c.completion_token_ids)
         lps = list(c.logprobs) if c.logprobs is not None and len(c.logprobs) == len(comp) else None
-        if cur is not None and prompt[: len(cur.ids)] == cur.ids:
+        # the newest row this call extends (an agent program's main conversation goes on after a
+        # sub-agent's or a compaction's calls: it joins its own row again)
+        cur = next((r for r in reversed(out) if prompt[: len(r.ids)] == r.ids), None)
+        if cur is not None:
             extra = prompt[len(cur.ids) :]
             cur.ids += extra + comp
             cur.mask += [0] * len(extra) + [1] * len(comp)
@@ -67,15 +71,13 @@ def trajectory_sequences(trajectory: Trajectory) -> list[Row]:
             else:
                 cur.logprobs = None
             continue
-        if cur is not None:
-            out.append(cur)
-        cur = Row(
-            ids=prompt + comp,
-            mask=[0] * len(prompt) + [1] * len(comp),
-            logprobs=None if lps is None else [0.0] * len(prompt) + lps,
+        out.append(
+            Row(
+                ids=prompt + comp,
+                mask=[0] * len(prompt) + [1] * len(comp),
+                logprobs=None if lps is None else [0.0] * len(prompt) + lps,
+            )
         )
-    assert cur is not None
-    out.append(cur)
     return out
 
 
