@@ -21,10 +21,15 @@ from verigym.gateway._recording import RecordingHandler
 from verigym.gateway._router import SessionRouter
 from verigym.gateway._sessions import RecordedCall, Session, Sessions
 from verigym.policies.local import LocalPolicy
-from verigym.serve._dialects import add_dialect_routes
-from verigym.serve._generation import disconnect
-from verigym.serve._guard import Guard, ServeLimits
-from verigym.serve._wire import ApiError, ChatRequest, error_body
+from verigym.serve.wiring import (
+    ApiError,
+    ChatRequest,
+    Guard,
+    ServeLimits,
+    add_dialect_routes,
+    disconnect,
+    error_body,
+)
 from verigym.types import Sampling
 
 __all__ = ["Gateway", "create_gateway_app"]

@@ -25,10 +25,7 @@ from typing import Any
 
 from verigym.gateway._sessions import Dialect, RecordedCall, Sessions
 from verigym.policies.local import LocalPolicy, RowResult, RowSpec
-from verigym.serve._guard import ServeLimits
-from verigym.serve._handler import Handler
-from verigym.serve._rows import Gone
-from verigym.serve._wire import ApiError, ChatRequest, CompletionRequest
+from verigym.serve.wiring import ApiError, ChatRequest, CompletionRequest, Gone, Handler, ServeLimits
 from verigym.types import Sampling
 
 __all__ = ["CURRENT", "Call", "RecordingHandler", "apply"]

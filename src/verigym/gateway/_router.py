@@ -26,8 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from verigym.gateway._recording import CURRENT, Call
 from verigym.gateway._sessions import Dialect, Sessions, Stored
-from verigym.serve._messages import anthropic_error
-from verigym.serve._wire import ApiError, error_body
+from verigym.serve.wiring import ApiError, anthropic_error, error_body
 
 __all__ = ["SAMPLING_ROUTES", "SessionRouter"]
 
