@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import ANY
 
 import anthropic
 import openai
@@ -136,3 +137,20 @@ def test_structured_outputs_are_recorded_with_their_grammar(gateway: Gateway) ->
     assert rec.completion.constrained == "json_schema" and json.loads(r.output_text) == json.loads(
         rec.completion.text
     )
+
+
+def test_anthropic_clients_get_anthropic_shaped_refusals(gateway: Gateway) -> None:
+    s = gateway.open(GREEDY)
+    args: dict[str, Any] = {
+        "model": "tiny",
+        "max_tokens": 4,
+        "messages": [{"role": "user", "content": PROMPT}],
+    }
+    stranger = anthropic.Anthropic(base_url=gateway.url, api_key="sk-ant-nobody", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as unknown:
+        stranger.messages.create(**args)
+    assert unknown.value.body == {"type": "error", "error": {"type": "authentication_error", "message": ANY}}
+    _anthropic(s).messages.create(**args)
+    gateway.close(s.id)
+    with pytest.raises(anthropic.ConflictError, match="has ended"):
+        anthropic.Anthropic(base_url=gateway.url, api_key=s.key).messages.create(**args)  # retries stay off

@@ -173,7 +173,8 @@ class Gateway:
     def open(self, sampling: Sampling | None = None, *, session_id: str | None = None) -> Session:
         """A new session (a fresh id unless ``session_id`` is given, and a fresh secret key). ``sampling``
         overrides each call's temperature, top_p, top_k and seed (``seed + call index``) and caps its
-        max_tokens; None: calls are sampled as sent. Raises ``ValueError`` for an id used before."""
+        max_tokens; None: calls are sampled as sent. Raises ``ValueError`` for an id used before, and
+        ``RuntimeError`` before ``start()`` when the port is still to be picked (``port=0``)."""
         return self.sessions.open(self.url, sampling, session_id)
 
     def close(self, session_id: str) -> list[RecordedCall]:
