@@ -150,7 +150,8 @@ def test_anthropic_clients_get_anthropic_shaped_refusals(gateway: Gateway) -> No
     with pytest.raises(anthropic.AuthenticationError) as unknown:
         stranger.messages.create(**args)
     assert unknown.value.body == {"type": "error", "error": {"type": "authentication_error", "message": ANY}}
-    _anthropic(s).messages.create(**args)
-    gateway.close(s.id)
+    by_path = anthropic.Anthropic(base_url=s.anthropic_url, api_key="none", max_retries=0)
+    by_path.messages.create(**args)
+    assert [c.dialect for c in gateway.close(s.id)] == ["messages"]
     with pytest.raises(anthropic.ConflictError, match="has ended"):
         anthropic.Anthropic(base_url=gateway.url, api_key=s.key).messages.create(**args)  # retries stay off

@@ -41,6 +41,12 @@ class Session:
     plain_url: str
     sampling: Sampling | None = None
 
+    @property
+    def anthropic_url(self) -> str:
+        """``base_url`` without ``/v1``: Anthropic's clients add ``/v1/messages`` themselves
+        (``ANTHROPIC_BASE_URL``)."""
+        return self.base_url.removesuffix("/v1")
+
 
 @dataclass(frozen=True)
 class RecordedCall:
