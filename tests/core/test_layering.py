@@ -48,6 +48,8 @@ LAYERS: dict[str, int] = {
     "envs": 3,
     "runner": 4,
     "serve": 4,
+    "gateway": 4,  # serve's app, recording per rollout session
+    "agents": 4,  # an agent program as a harness: envs + the gateway
     "eval": 5,
     "train": 5,
     "data": 5,

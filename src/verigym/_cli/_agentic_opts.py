@@ -49,3 +49,18 @@ def extend_config(config: EvalConfig, mcp: list[str] | None, penalty: list[str] 
         fail(_one_line(exc))
     tools = ToolsSpec(mcp=[*config.tools.mcp, *servers])
     return config.model_copy(update={"rubric": rubric, "tools": tools})
+
+
+AGENT_HELP = (
+    "Your agent program as the harness: FILE.py:FUNC or module:FUNC, an `agent(task, client)` that gets "
+    "the task and an openai.AsyncOpenAI client pointed at the run's recording gateway (verigym.agents)."
+)
+AGENT_CMD_HELP = (
+    "Your agent program as a command, run once per rollout with OPENAI_BASE_URL/OPENAI_API_KEY set for it "
+    "and the task as JSON on stdin; its stdout is the answer."
+)
+ON_ERROR_HELP = (
+    "error (default): a failed agent program is an errored sample, out of rewards; truncate: keep the "
+    "calls it made as a truncated trajectory."
+)
+

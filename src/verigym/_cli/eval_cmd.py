@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from verigym._cli._agentic_opts import MCP_HELP, PENALTY_HELP, extend_config
+from verigym._cli._agentic_opts import (
+    AGENT_CMD_HELP,
+    AGENT_HELP,
+    MCP_HELP,
+    ON_ERROR_HELP,
+    PENALTY_HELP,
+    extend_config,
+)
 from verigym._cli.common import EnvArg, Threads, console, error_line, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
@@ -267,6 +274,12 @@ def register(app: typer.Typer) -> None:
         ),
         mcp: list[str] | None = _flag("--mcp", help=MCP_HELP),
         penalty: list[str] | None = _flag("--penalty", help=PENALTY_HELP),
+        agent: str | None = _flag("--agent", help=AGENT_HELP),
+        agent_cmd: str | None = _flag("--agent-cmd", help=AGENT_CMD_HELP),
+        agent_timeout: float | None = _flag(
+            "--agent-timeout", help="Wall-clock limit of one run of the agent program, seconds (default 300)."
+        ),
+        on_error: str | None = _flag("--on-error", help=ON_ERROR_HELP),
         threads: Threads = None,
     ) -> None:
         """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
@@ -290,6 +303,10 @@ def register(app: typer.Typer) -> None:
             "seed": seed,
             "out": str(out) if out else None,
             "env_args": env_args,
+            "agent": agent,
+            "agent_cmd": agent_cmd,
+            "agent_timeout_s": agent_timeout,
+            "on_error": on_error,
         }
         if suite is not None:  # one scorecard over a named set of environments
             from verigym._cli.collection_cmd import run_suite_command

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -74,6 +74,11 @@ class EvalConfig(BaseModel):
     success_threshold: float = 1.0
     rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]]
     tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]]
+    # the user's own agent program as the harness (``verigym.agents``): FILE.py:FUNC or a command
+    agent: str | None = None
+    agent_cmd: str | None = None
+    agent_timeout_s: float = Field(300.0, gt=0.0)
+    on_error: Literal["error", "truncate"] = "error"
 
     @field_validator("policy")
     @classmethod

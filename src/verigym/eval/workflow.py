@@ -242,10 +242,33 @@ async def aevaluate(
         servers = prepare_env(environment, config.rubric.penalties, config.tools.mcp)
     except EnvError as exc:
         raise EvalSetupError(str(exc)) from exc
+    if config.agent is not None or config.agent_cmd is not None:  # the user's own program as the harness
+        environment = owned = with_agent(environment, config)
     try:
         return await _run(environment, owned, given, own_policy, opened, spec, config, folder, resume, emit)
     finally:
         close_servers(servers)
+        if config.agent is not None or config.agent_cmd is not None:
+            from verigym.agents import AgentProgramEnv
+
+            if isinstance(environment, AgentProgramEnv):
+                environment.close()  # its gateway
+
+
+def with_agent(environment: Environment, config: EvalConfig) -> Environment:
+    """``environment`` harnessed by ``config.agent`` / ``agent_cmd`` (``verigym.agents``)."""
+    from verigym.agents import agent_env
+
+    try:
+        return agent_env(
+            environment,
+            config.agent,
+            config.agent_cmd,
+            timeout_s=config.agent_timeout_s,
+            on_error=config.on_error,
+        )
+    except ValueError as exc:
+        raise EvalSetupError(str(exc)) from exc
 
 
 def _model_args(
