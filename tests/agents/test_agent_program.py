@@ -154,3 +154,22 @@ def test_an_unknown_program_is_one_line() -> None:
         agent_env(load_env("calc"), str(EXAMPLES / "openai_agent.py") + ":nope")
     with pytest.raises(ValueError, match=r"expected FILE\.py:FUNC"):
         agent_env(load_env("calc"), "just-a-name")
+
+
+def test_the_oracle_answers_an_agent_program_through_the_gateway() -> None:
+    """A policy that is not an in-process model (here calc's scripted oracle, which answers from the
+    episode's task) is reached through the gateway's Chat Completions path: SFT data by `synth`."""
+    env = agent_env(load_env("calc"), str(EXAMPLES / "openai_agent.py") + ":agent")
+    oracle = env.oracle_policy()
+    assert oracle is not None
+
+    async def go() -> list[Any]:
+        try:
+            return [await env.rollout(t, oracle, SAMPLING) for t in env.tasks(3, seed=0)]
+        finally:
+            env.close()
+
+    for task, traj in zip(env.tasks(3, seed=0), asyncio.run(go()), strict=True):
+        assert traj.error is None, traj.error
+        assert traj.final_text.strip() == task.answer
+        assert asyncio.run(env.rubric.score(task, traj)).reward == 1.0

@@ -63,4 +63,3 @@ ON_ERROR_HELP = (
     "error (default): a failed agent program is an errored sample, out of rewards; truncate: keep the "
     "calls it made as a truncated trajectory."
 )
-

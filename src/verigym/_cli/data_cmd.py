@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import MaxTokens, Temperature, Threads, console, fail, parse_kv, set_threads
 
 __all__ = ["register"]
@@ -123,6 +124,8 @@ def register(app: typer.Typer) -> None:
             1.0, "--threshold", help="Reward a sample needs to count as verified."
         ),
         env_arg: _EnvArg = None,
+        agent: str | None = typer.Option(None, "--agent", help=AGENT_HELP),
+        agent_cmd: str | None = typer.Option(None, "--agent-cmd", help=AGENT_CMD_HELP),
         out: Path = typer.Option(..., "--out", help="Output folder: results, sft.jsonl, synth.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
         threads: Threads = None,
@@ -148,6 +151,8 @@ def register(app: typer.Typer) -> None:
             temperature=temperature,
             max_tokens=max_tokens,
             seed=seed,
+            agent=agent,
+            agent_cmd=agent_cmd,
         )
         kept, stats = select_verified(_records(out), threshold=threshold, keep=keep, per_task=per_task)  # type: ignore[arg-type]
         n = write_sft(kept, out / "sft.jsonl")

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
@@ -181,6 +182,10 @@ def register(app: typer.Typer) -> None:
         ray_address: str = typer.Option(
             None, "--ray-address", help="Ray cluster to join, e.g. auto or ray://head:10001 (implies --ray)."
         ),
+        agent: str = typer.Option(None, "--agent", help=AGENT_HELP + " Applies to every env of the config."),
+        agent_cmd: str = typer.Option(
+            None, "--agent-cmd", help=AGENT_CMD_HELP + " Applies to every env of the config."
+        ),
     ) -> None:
         """Train with RL (GRPO family), after a light SFT warm-up when the sft table names data or demos.
 
@@ -214,6 +219,11 @@ def register(app: typer.Typer) -> None:
                 )
         else:
             cfg = load_train_config(config, overrides, preset, steps, out)
+        if agent is not None or agent_cmd is not None:
+            if resume is not None:
+                fail("--agent/--agent-cmd: a resumed run keeps the harness it was started with")
+            given = {"agent": agent, "agent_cmd": agent_cmd}
+            cfg = cfg.model_copy(update={"envs": [e.model_copy(update=given) for e in cfg.envs]})
         to_run_dir(resume if resume is not None else cfg.out_dir)
         scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
         leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from verigym.agents._program import AgentError, AgentProgram, AgentTask
-from verigym.agents._trace import label_calls, trace_counts, trace_turns
+from verigym.agents._trace import label_calls, main_prompt, trace_counts, trace_turns
 from verigym.envs.base import _EPISODE_TASK, Environment
-from verigym.policies.base import Policy, PolicyError
+from verigym.policies.base import Policy
 from verigym.types import ErrorInfo, Sampling, Task, ToolCall, Trajectory
 
 if TYPE_CHECKING:
@@ -85,16 +85,12 @@ class AgentProgramEnv(Environment):
     def gateway(self, policy: Policy) -> Gateway:
         """The run's gateway for ``policy`` (one per policy, started on first use, stopped by ``close``)."""
         from verigym.gateway import Gateway
-        from verigym.policies.local import LocalPolicy
 
-        if not isinstance(policy, LocalPolicy):
-            raise PolicyError(
-                "agent_policy",
-                f"an agent program samples through the gateway, which serves an in-process model; "
-                f"got {type(policy).__name__} (use --model DIR or a catalogue name)",
-            )
         with self._lock:
             gw = self._gateways.get(id(policy))
+            if gw is not None and gw.policy is not policy:  # an id reused by a new object
+                gw.stop()
+                gw = None
             if gw is None:
                 gw = self._gateways[id(policy)] = Gateway(policy).start()
                 if len(self._gateways) == 1:
@@ -140,12 +136,8 @@ class AgentProgramEnv(Environment):
             task_id=task.id, prompt=self.base.with_system_prompt(task.prompt), started_at=time.time()
         )
         start = time.perf_counter()
-        try:
-            gw = self.gateway(policy)
-        except PolicyError as exc:
-            trajectory.stop_reason, trajectory.error = "error", ErrorInfo(kind=exc.kind, message=str(exc))
-            return trajectory
-        session = gw.open(sampling)
+        gw = self.gateway(policy)
+        session = gw.open(sampling, task=task)
         token = _EPISODE_TASK.set(task)
         answer, failure = "", None
         try:
@@ -162,6 +154,7 @@ class AgentProgramEnv(Environment):
         labels = label_calls(calls)
         if calls:
             trajectory.turns = trace_turns(calls, labels, answer)
+            trajectory.prompt = main_prompt(calls, labels) or trajectory.prompt  # as the program sent it
         trajectory.state = {
             "gateway": trace_counts(labels, sum(c.replayed for c in calls)),
             "calls": [

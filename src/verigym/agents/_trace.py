@@ -3,17 +3,20 @@
 A call **continues** an earlier call when its prompt ids start with that call's prompt and sampled
 completion ids (the program sent the conversation back with new messages after the reply): the
 newest such call is its parent, and training merges the two into one sample with the sampled ids kept
-(``train.samples``), never re-tokenised. Any other call (after the first) is a **branch**, labelled
-with its parent (the call just before it) and a kind read from its messages:
+(``train.samples``), never re-tokenised. A call whose messages extend an earlier call's conversation
+(its messages, an assistant reply, more) while its ids do not is a ``prefix_break`` (the program or its
+framework rewrote an earlier message, or a template re-rendered history): the conversation goes on, in
+a training row of its own. For a policy without exact ids (a scripted oracle) the messages decide
+``continue``. Any other call (after the first) is a **branch**, labelled with its parent (the call just
+before it) and a kind read from its messages:
 
-- ``prefix_break``: the messages extend the parent's conversation but the ids do not (the program or
-  its framework rewrote an earlier message, or a template re-rendered history);
 - ``compaction``: it keeps the conversation's opening message but has fewer messages than its parent
   (a summary replaced the history);
 - ``rewrite``: it keeps the opening message otherwise (a rewritten history);
 - ``sub_agent``: another opening message with tools (a sub-agent); ``auxiliary``: without tools.
 
-The main conversation is the lineage of continues ending at the last call of the first call's line;
+The main conversation is the lineage of continues and prefix breaks ending at the last call of the first
+call's line;
 its turns are what graders read (model turns, and the tool results and user messages the program sent
 back as ``env`` turns). Branch calls become ``branch`` turns: trained on, not graded as the
 conversation. Each sample gets the rollout's advantage.
@@ -30,7 +33,7 @@ from verigym.types import Message, Turn
 if TYPE_CHECKING:
     from verigym.gateway import RecordedCall as Recorded
 
-__all__ = ["CallLabel", "label_calls", "trace_counts", "trace_turns"]
+__all__ = ["CallLabel", "label_calls", "main_prompt", "trace_counts", "trace_turns"]
 
 
 @dataclass(frozen=True)
@@ -55,24 +58,37 @@ def label_calls(calls: Sequence[Recorded]) -> list[CallLabel]:
             labels.append(CallLabel(k, "root", None))
             continue
         prompt, _ = _ids(call)
+        exact = call.completion.token_ids_exact
         parent = None
         for j in range(k - 1, -1, -1):
             p_prompt, p_comp = _ids(calls[j])
             seen = p_prompt + p_comp
-            if seen and prompt[: len(seen)] == seen:
+            if exact and seen and prompt[: len(seen)] == seen:
                 parent = j
                 break
         if parent is not None:
             labels.append(CallLabel(k, "continue", parent))
+            continue
+        said = next((j for j in range(k - 1, -1, -1) if _extends(call, calls[j])), None)
+        if said is not None:  # the conversation goes on, but not its ids (or the policy gives none)
+            labels.append(CallLabel(k, "prefix_break" if exact else "continue", said))
         else:
             labels.append(CallLabel(k, _branch_kind(calls[k - 1], call), k - 1))
     return labels
 
 
+def _extends(call: Recorded, parent: Recorded) -> bool:
+    """Whether ``call``'s messages are ``parent``'s, then an assistant reply, then more."""
+    mine, theirs = call.messages, parent.messages
+    return (
+        len(mine) > len(theirs) + 1
+        and _same(mine[: len(theirs)], theirs)
+        and mine[len(theirs)].get("role") == "assistant"
+    )
+
+
 def _branch_kind(parent: Recorded, call: Recorded) -> str:
     mine, theirs = call.messages, parent.messages
-    if mine and theirs and _same(mine[: len(theirs)], theirs) and len(mine) > len(theirs):
-        return "prefix_break"
     if mine and theirs and _same(mine[:1], theirs[:1]):
         return "compaction" if len(mine) < len(theirs) else "rewrite"
     return "sub_agent" if call.tools else "auxiliary"
@@ -85,17 +101,28 @@ def _same(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> bool:
     )
 
 
+_ON_LINE = ("continue", "prefix_break")  # the conversation goes on (its ids may not: a prefix break)
+
+
 def _main_line(labels: Sequence[CallLabel]) -> list[int]:
     """The calls of the main conversation: back from the last call in the root's lineage."""
     root_line: set[int] = set()
     for label in labels:
-        if label.kind == "root" or (label.kind == "continue" and label.parent in root_line):
+        if label.kind == "root" or (label.kind in _ON_LINE and label.parent in root_line):
             root_line.add(label.index)
     last = max(root_line)
     line = [last]
-    while labels[line[-1]].parent is not None and labels[line[-1]].kind == "continue":
+    while labels[line[-1]].parent is not None and labels[line[-1]].kind in _ON_LINE:
         line.append(labels[line[-1]].parent)  # type: ignore[arg-type]
     return line[::-1]
+
+
+def main_prompt(calls: Sequence[Recorded], labels: Sequence[CallLabel]) -> list[Message] | None:
+    """The prompt of the main conversation as the program sent it (its first call's messages), or None
+    when a message does not read as a ``Message``."""
+    first = calls[_main_line(labels)[0]].messages
+    out = [Message.from_openai(m) for m in first]
+    return None if any(m is None for m in out) else [m for m in out if m is not None]
 
 
 def trace_turns(calls: Sequence[Recorded], labels: Sequence[CallLabel], answer: str) -> list[Turn]:

@@ -123,11 +123,14 @@ def select_verified(
 
 
 def sft_line(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """The SFT line of one results record: its whole conversation with a per-message loss mask."""
+    """The SFT line of one results record: its whole conversation with a per-message loss mask. An agent
+    program's branch calls (a sub-agent's, a compaction's) and its final answer when it is not the
+    model's text are not part of the conversation (``verigym.agents``)."""
     traj = rec.get("trajectory") or {}
     messages: list[dict[str, Any]] = list(traj.get("prompt", []))
     for turn in traj.get("turns", []):
-        messages.extend(turn.get("messages", []))
+        if turn.get("source") not in ("branch", "answer"):
+            messages.extend(turn.get("messages", []))
     mask = [1 if m.get("role") == "assistant" else 0 for m in messages]
     return {
         "messages": messages,

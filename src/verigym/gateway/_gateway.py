@@ -17,9 +17,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from verigym.gateway._policy_app import create_policy_app
 from verigym.gateway._recording import RecordingHandler
 from verigym.gateway._router import SessionRouter
 from verigym.gateway._sessions import RecordedCall, Session, Sessions
+from verigym.policies.base import Policy
 from verigym.policies.local import LocalPolicy
 from verigym.serve.wiring import (
     ApiError,
@@ -30,7 +32,7 @@ from verigym.serve.wiring import (
     disconnect,
     error_body,
 )
-from verigym.types import Sampling
+from verigym.types import Sampling, Task
 
 __all__ = ["Gateway", "create_gateway_app"]
 
@@ -117,7 +119,7 @@ class Gateway:
 
     def __init__(
         self,
-        policy: LocalPolicy,
+        policy: Policy,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -129,9 +131,16 @@ class Gateway:
 
         self.policy = policy
         self.sessions = Sessions()
-        self.app = create_gateway_app(
-            policy, self.sessions, name=name, default_max_tokens=default_max_tokens, limits=limits
-        )
+        if isinstance(policy, LocalPolicy):
+            self.app = create_gateway_app(
+                policy, self.sessions, name=name, default_max_tokens=default_max_tokens, limits=limits
+            )
+        else:  # a served model or a scripted policy: Chat Completions through ``Policy.complete``
+            self.app = create_policy_app(policy, self.sessions, name=name)
+            self.app.add_middleware(SessionRouter, sessions=self.sessions)
+            self.app.add_middleware(
+                Guard, api_key=None, max_body_bytes=(limits or ServeLimits()).max_body_bytes
+            )
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="verigym-gateway", daemon=True)
@@ -170,12 +179,15 @@ class Gateway:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def open(self, sampling: Sampling | None = None, *, session_id: str | None = None) -> Session:
+    def open(
+        self, sampling: Sampling | None = None, *, session_id: str | None = None, task: Task | None = None
+    ) -> Session:
         """A new session (a fresh id unless ``session_id`` is given, and a fresh secret key). ``sampling``
         overrides each call's temperature, top_p, top_k and seed (``seed + call index``) and caps its
         max_tokens; None: calls are sampled as sent. Raises ``ValueError`` for an id used before, and
-        ``RuntimeError`` before ``start()`` when the port is still to be picked (``port=0``)."""
-        return self.sessions.open(self.url, sampling, session_id)
+        ``RuntimeError`` before ``start()`` when the port is still to be picked (``port=0``). ``task``: the
+        episode's task, which a policy that is not an in-process model sees as ``episode_task()``."""
+        return self.sessions.open(self.url, sampling, session_id, task)
 
     def close(self, session_id: str) -> list[RecordedCall]:
         """End the session: its calls in order; later calls get a 409. ``KeyError`` if not open."""

@@ -93,6 +93,7 @@ class Live:
     started: int = 0  # calls that began sampling (the next call's index)
     replies: dict[tuple[str, str, bytes], Stored] = field(default_factory=dict)
     opened: float = field(default_factory=time.time)
+    task: Any = None  # the episode's task, for a policy that answers from it (an oracle)
 
     def next_index(self) -> int:
         index, self.started = self.started, self.started + 1
@@ -116,7 +117,7 @@ class Sessions:
         self._ended: set[str] = set()
         self._ended_keys: dict[bytes, str] = {}
 
-    def open(self, url: str, sampling: Sampling | None, session_id: str | None) -> Session:
+    def open(self, url: str, sampling: Sampling | None, session_id: str | None, task: Any = None) -> Session:
         sid = uuid.uuid4().hex if session_id is None else session_id
         if not _ID.fullmatch(sid):
             raise ValueError(f"session id {sid!r}: 1-128 characters of letters, digits and . _ ~ -")
@@ -125,7 +126,7 @@ class Sessions:
         with self._lock:
             if sid in self._live or sid in self._ended:
                 raise ValueError(f"session id {sid!r} was used already in this gateway")
-            self._live[sid] = Live(session, digest(key))
+            self._live[sid] = Live(session, digest(key), task=task)
             self._by_key[digest(key)] = sid
         return session
 

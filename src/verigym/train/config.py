@@ -124,6 +124,11 @@ class EnvConfig(_Strict):
     profile: str | None = None
     band: tuple[float, float] | None = None
     task_ids: list[str] | None = None
+    # the user's own agent program as this env's harness (``verigym.agents``): FILE.py:FUNC or a command
+    agent: str | None = None
+    agent_cmd: str | None = None
+    agent_timeout_s: Annotated[float, Field(gt=0)] = 300.0
+    on_error: Literal["error", "truncate"] = "error"
 
     @model_validator(mode="after")
     def _check_band(self) -> EnvConfig:

@@ -80,6 +80,13 @@ def load_envs(cfg: TrainConfig) -> list[tuple[str, Environment]]:
     for e in cfg.envs:
         env = load_env(e.name, **e.args)
         prepare_env(env, cfg.rubric.penalties, cfg.tools.mcp)
+        if e.agent is not None or e.agent_cmd is not None:  # the user's own program as the harness
+            from verigym.agents import agent_env
+
+            try:
+                env = agent_env(env, e.agent, e.agent_cmd, timeout_s=e.agent_timeout_s, on_error=e.on_error)
+            except ValueError as exc:
+                raise ConfigError(f"envs.{e.name}: {exc}") from None
         out.append((e.name, env))
     return out
 
