@@ -8,6 +8,7 @@ the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread ea
     python benchmarks/learning.py --seeds 0-4                   # the quickstart recipe (DAPO preset)
     python benchmarks/learning.py --seeds 0-2 --presets grpo,dr_grpo,dapo,opo,rloo,reinforce++,gspo,skywork,lead,clip_cov,kl_cov --no-control
     python benchmarks/learning.py --env calc --seeds 0-2       # the tool-use recipe (quickstart --env calc)
+    python benchmarks/learning.py --env calc --seeds 0-2 --agent examples/openai_agent.py:agent  # through an agent program
     python benchmarks/learning.py --model smollm2-135m-instruct --seeds 0-2             # real model (issue 24)
     python benchmarks/learning.py --model smollm2-135m-instruct --env calc --seeds 0-2  # real model, tool use
 
@@ -84,6 +85,10 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     cache = (
         Path(job["sft_dir"] or job["out"]) / f"sft-{job['seed']}.pt"
     )  # one SFT per seed, shared by the presets
+    if job["agent"]:  # the same recipe with the user's agent program as the harness (verigym.agents)
+        cfg = cfg.model_copy(
+            update={"envs": [e.model_copy(update={"agent": job["agent"]}) for e in cfg.envs]}
+        )
     graders = (TOOL,) if job["env"] == "calc" else ()
     if job["control_only"]:  # the shuffled-reward run alone, from the kept SFT weights
         cfg = cfg.model_copy(update={"rl": cfg.rl.model_copy(update={"shuffle_rewards": True})})
@@ -222,6 +227,12 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process with --model")
     ap.add_argument(
+        "--agent",
+        default=None,
+        help="FILE.py:FUNC: the recipe with this agent program as the harness, through the gateway "
+        "(e.g. examples/openai_agent.py:agent)",
+    )
+    ap.add_argument(
         "--control-only",
         action="store_true",
         help="run only the shuffled-reward control (its row's 'after RL' is after shuffled RL); with --keep-sft",
@@ -270,6 +281,11 @@ def main() -> None:
                     "set": sets,
                     "sft_dir": str(args.keep_sft or ""),
                     "control_only": args.control_only,
+                    "agent": str(Path(args.agent.rpartition(":")[0]).resolve())
+                    + ":"
+                    + args.agent.rpartition(":")[2]
+                    if args.agent
+                    else None,
                 }
                 for p in names
                 for s in seeds

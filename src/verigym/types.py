@@ -253,10 +253,12 @@ class Trajectory(BaseModel):
 
     @property
     def messages(self) -> list[Message]:
-        """The whole conversation: prompt, then every turn's messages."""
+        """The whole conversation: prompt, then every turn's messages (an agent program's ``branch`` calls,
+        a sub-agent's or a compaction's, are not part of it)."""
         out = list(self.prompt)
         for turn in self.turns:
-            out.extend(turn.messages)
+            if turn.source != "branch":
+                out.extend(turn.messages)
         return out
 
     @property
