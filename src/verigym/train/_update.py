@@ -124,7 +124,7 @@ def _fill_logprobs(
     """Compute per-row logprobs with a no-grad forward; store in ``row.logprobs`` or ``row.meta[key]``."""
     for idx in _chunks(range(len(rows)), math.ceil(len(rows) / micro)):
         part = [rows[i] for i in idx]
-        batch = collate(part, pad_id)
+        batch = collate(part, pad_id).to(next(model.parameters()).device)  # rows are collated on the CPU
         logp, _ = forward_logprobs(model, batch, temperature)
         for j, r in enumerate(part):
             values = [0.0, *logp[j, : len(r.ids) - 1].tolist()]
