@@ -173,3 +173,24 @@ def test_the_oracle_answers_an_agent_program_through_the_gateway() -> None:
         assert traj.error is None, traj.error
         assert traj.final_text.strip() == task.answer
         assert asyncio.run(env.rubric.score(task, traj)).reward == 1.0
+
+
+def test_init_agent_writes_a_package_whose_own_test_passes(tmp_path: Path) -> None:
+    """`verigym init NAME --agent`: a pip-installable package around an agent program; its test (the
+    agent solving calc driven by the oracle through the gateway) passes as written."""
+    import importlib
+    import runpy
+
+    from verigym._cli.collection_cmd import write_package
+
+    root = write_package("my-agent", tmp_path, agent=True)
+    assert (root / "pyproject.toml").exists() and (root / "src/my_agent/agent.py").exists()
+    sys.path.insert(0, str(root / "src"))
+    try:
+        importlib.invalidate_caches()
+        namespace = runpy.run_path(str(root / "tests/test_my_agent_agent.py"))
+        namespace["test_my_agent_solves_calc_with_the_oracle"]()
+    finally:
+        sys.path.remove(str(root / "src"))
+        for name in [m for m in sys.modules if m == "my_agent" or m.startswith("my_agent.")]:
+            del sys.modules[name]

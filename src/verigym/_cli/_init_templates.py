@@ -1,4 +1,5 @@
-"""The files ``verigym init NAME`` writes: a pip-installable third-party environment package.
+"""The files ``verigym init NAME`` writes: a pip-installable third-party environment package, or with
+``--agent`` a package around an agent program (``AGENT_TEMPLATES``).
 
 Placeholders: ``{name}`` (the environment name), ``{package}`` (its import name), ``{cls}``
 (the environment class). Braces meant literally are doubled.
@@ -6,7 +7,7 @@ Placeholders: ``{name}`` (the environment name), ``{package}`` (its import name)
 
 from __future__ import annotations
 
-__all__ = ["TEMPLATES"]
+__all__ = ["AGENT_TEMPLATES", "TEMPLATES"]
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=68"]
@@ -129,4 +130,104 @@ TEMPLATES: dict[str, str] = {
     "src/{package}/env.py": ENV,
     "tests/test_{package}_env.py": TEST,
     "README.md": README,
+}
+
+
+AGENT_PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{name}"
+version = "0.1.0"
+description = "An agent program verigym evaluates and trains as it is: {name}."
+requires-python = ">=3.10"
+dependencies = ["openai"]
+
+[project.optional-dependencies]
+test = ["pytest", "verigym"]
+
+[tool.setuptools.packages.find]
+where = ["src"]
+"""
+
+AGENT = '''"""The ``{name}`` agent: an ordinary tool-calling loop on the official ``openai`` SDK.
+
+verigym runs it unmodified (``--agent {package}.agent:agent``): ``task`` holds the prompt messages, the
+tool schemas and the environment's tools; ``client`` is an ``openai.AsyncOpenAI`` pointed at the run's
+recording gateway. Replace the loop with your own; keep the signature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_STEPS = 6
+
+
+async def agent(task: Any, client: Any) -> str:
+    messages: list[dict[str, Any]] = list(task.messages)
+    for _ in range(MAX_STEPS):
+        reply = await client.chat.completions.create(model="policy", messages=messages, tools=task.tool_schemas)
+        message = reply.choices[0].message
+        messages.append(message.model_dump(include={{"role", "content", "tool_calls"}}, exclude_none=True))
+        if not message.tool_calls:
+            return str(message.content or "")
+        for call in message.tool_calls:
+            result = await task.call_tool(call.function.name, call.function.arguments)
+            messages.append({{"role": "tool", "tool_call_id": call.id, "content": result}})
+    return ""
+'''
+
+AGENT_TEST = '''"""The agent solves ``calc`` when its model does: driven by the environment's oracle through verigym's
+gateway, every task scores 1 (the loop, the tool calls and the answer all work)."""
+
+import asyncio
+
+from verigym.agents import agent_env
+from verigym.envs.registry import load_env
+from verigym.types import Sampling
+
+from {package}.agent import agent
+
+
+def test_{package}_solves_calc_with_the_oracle() -> None:
+    env = agent_env(load_env("calc"), agent)
+    oracle = env.oracle_policy()
+
+    async def scores() -> list[float | None]:
+        try:
+            out = []
+            for task in env.tasks(4, seed=0):
+                trajectory = await env.rollout(task, oracle, Sampling(temperature=0.0))
+                out.append((await env.rubric.score(task, trajectory)).reward)
+            return out
+        finally:
+            env.close()
+
+    assert asyncio.run(scores()) == [1.0] * 4
+'''
+
+AGENT_README = """# {name}
+
+An agent program that [verigym](https://github.com/) evaluates, turns into SFT data and trains with RL
+as it is: its model calls go through verigym's recording gateway, token-exact.
+
+```bash
+pip install -e .
+verigym eval calc --model smollm2-135m-instruct --env-arg verbose=true --agent {package}.agent:agent
+verigym synth calc --teacher oracle --agent {package}.agent:agent --out runs/demos
+verigym train CONFIG.toml --agent {package}.agent:agent
+pytest                      # the agent solves calc driven by the oracle
+```
+
+Edit `src/{package}/agent.py`; keep `agent(task, client)`.
+"""
+
+AGENT_TEMPLATES: dict[str, str] = {
+    "pyproject.toml": AGENT_PYPROJECT,
+    "src/{package}/__init__.py": '"""The {name} agent program."""\n',
+    "src/{package}/agent.py": AGENT,
+    "tests/test_{package}_agent.py": AGENT_TEST,
+    "README.md": AGENT_README,
 }

@@ -38,12 +38,13 @@ __all__ = ["register", "run_suite_command", "write_package"]
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 
-def write_package(name: str, parent: Path, *, force: bool = False) -> Path:
-    """Write the package for environment ``name`` into ``parent/name``; returns that folder.
+def write_package(name: str, parent: Path, *, force: bool = False, agent: bool = False) -> Path:
+    """Write the package for environment ``name`` (with ``agent``: around an agent program) into
+    ``parent/name``; returns that folder.
 
     Raises ``ValueError`` for a bad name and ``FileExistsError`` when the folder is not empty.
     """
-    from verigym._cli._init_templates import TEMPLATES
+    from verigym._cli._init_templates import AGENT_TEMPLATES, TEMPLATES
 
     if not _NAME.match(name):
         raise ValueError(
@@ -54,7 +55,7 @@ def write_package(name: str, parent: Path, *, force: bool = False) -> Path:
     root = parent / name
     if root.exists() and any(root.iterdir()) and not force:
         raise FileExistsError(f"{root} already exists and is not empty (use --force to overwrite)")
-    for rel, text in TEMPLATES.items():
+    for rel, text in (AGENT_TEMPLATES if agent else TEMPLATES).items():
         path = root / rel.format(package=package)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.format(name=name, package=package, cls=cls), encoding="utf-8")
@@ -227,11 +228,21 @@ def register(app: typer.Typer) -> None:
         ),
         parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the package in."),
         force: bool = typer.Option(False, "--force", help="Overwrite files in an existing folder."),
+        agent: bool = typer.Option(
+            False, "--agent", help="A package around an agent program (an openai-SDK loop to edit) instead."
+        ),
     ) -> None:
-        """Write a pip-installable environment package: entry point, env module, check-env test, README."""
+        """Write a pip-installable environment package: entry point, env module, check-env test, README
+        (with --agent: an agent program verigym runs as it is)."""
         try:
-            root = write_package(name, parent, force=force)
+            root = write_package(name, parent, force=force, agent=agent)
         except (ValueError, FileExistsError) as exc:
             fail(str(exc))
         console.print(f"wrote [bold]{root}[/]: pyproject.toml, src/, tests/, README.md")
-        console.print(f"next: cd {root} && pip install -e . && verigym check-env {name}")
+        if agent:
+            module = name.replace("-", "_")
+            console.print(
+                f"next: cd {root} && pip install -e . && verigym eval calc --agent {module}.agent:agent"
+            )
+        else:
+            console.print(f"next: cd {root} && pip install -e . && verigym check-env {name}")

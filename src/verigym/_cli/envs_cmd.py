@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import console, fail, parse_kv
 
 __all__ = ["register"]
@@ -37,6 +38,8 @@ def check_env_cmd(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for the tasks checked."),
     num_tasks: int = typer.Option(8, "-n", "--num-tasks", help="Number of tasks to check."),
+    agent: str = typer.Option(None, "--agent", help=AGENT_HELP),
+    agent_cmd: str = typer.Option(None, "--agent-cmd", help=AGENT_CMD_HELP),
 ) -> None:
     """Check that an environment conforms: deterministic tasks, hidden info, rollouts, graders, JSON."""
     from verigym.envs.check import check_env
@@ -50,6 +53,13 @@ def check_env_cmd(
         env = load_env(name, **kwargs)
     except (EnvError, DatasetError) as exc:
         fail(str(exc))
+    if agent is not None or agent_cmd is not None:  # the env's oracle and null through the agent program
+        from verigym.agents import agent_env
+
+        try:
+            env = agent_env(env, agent, agent_cmd)
+        except ValueError as exc:
+            fail(str(exc))
     try:
         with console.status(f"checking {name}..."):
             report = check_env(env, n=num_tasks, seed=seed, name=name)

@@ -17,7 +17,6 @@ reason): kept out of rewards and out of the group's baseline like every errored 
 from __future__ import annotations
 
 import atexit
-import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -118,9 +117,8 @@ class AgentProgramEnv(Environment):
             setup = getattr(self.base, "setup_state", None)
             state: dict[str, Any] = setup(task) if setup is not None else {}
 
-            async def runner(name: str, args: dict[str, Any]) -> str:
-                call = ToolCall(id="call_program", name=name, arguments=json.dumps(args))
-                return str(await run_call(call, state))
+            async def runner(name: str, arguments: str) -> str:
+                return str(await run_call(ToolCall(id="call_program", name=name, arguments=arguments), state))
 
         return AgentTask(
             id=task.id,

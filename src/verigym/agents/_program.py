@@ -53,14 +53,17 @@ class AgentTask:
     tool_schemas: list[dict[str, Any]] | None
     info: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, Callable[..., Any]] = field(default_factory=dict)
-    runner: Callable[[str, dict[str, Any]], Awaitable[str]] | None = None
+    runner: Callable[[str, str], Awaitable[str]] | None = None
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
-        """Run the environment's tool ``name`` as the environment would (errors come back as text)."""
+        """Run the environment's tool ``name`` as the environment would: an unknown tool, arguments that
+        are not a JSON object or that fail its schema, and the tool's own failure come back as
+        ``Error: ...`` text for the model, as in the environment's own harness."""
         if self.runner is None:
             raise RuntimeError("this environment has no tools")
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-        return await self.runner(name, args)
+        return await self.runner(
+            name, arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "messages": self.messages, "tools": self.tool_schemas, "info": self.info}
