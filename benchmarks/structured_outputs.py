@@ -65,7 +65,7 @@ def _calls_valid(message: Any, tools: list[dict[str, Any]]) -> bool:
 
 
 async def _validity(url: str, model: str, n: int, concurrency: int, max_tokens: int) -> dict[str, Any]:
-    client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
+    client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=3600)
     model = (await client.models.list()).data[0].id  # the name the server serves the model under
     extract = load_env("json_extract", level=1).tasks(n, seed=0)
     calc_env = load_env("calc", verbose=True)
@@ -91,9 +91,15 @@ async def _validity(url: str, model: str, n: int, concurrency: int, max_tokens: 
     valid: dict[str, list[bool]] = {}
     finish: dict[str, list[str]] = {}
 
+    errors: dict[str, list[str]] = {}
+
     async def one(side: str, i: int, body: dict[str, Any]) -> None:
         async with gate:
-            r = await client.chat.completions.create(**body)
+            try:
+                r = await client.chat.completions.create(**body)
+            except openai.APIError as exc:  # an error, not an invalid reply: counted apart
+                errors.setdefault(side, []).append(f"{type(exc).__name__}: {exc}")
+                return
         msg = r.choices[0].message
         ok = (
             _json_valid(msg.content, extract[i].info["schema"])
@@ -114,9 +120,11 @@ async def _validity(url: str, model: str, n: int, concurrency: int, max_tokens: 
                 "valid": sum(v),
                 "rate": sum(v) / len(v),
                 "cut_at_max_tokens": finish[side].count("length"),
+                "errors": len(errors.get(side, [])),
             }
             for side, v in valid.items()
         },
+        "first_errors": {side: e[0] for side, e in errors.items()},
     }
 
 
@@ -182,7 +190,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m-instruct", help="catalogue name or model directory")
     ap.add_argument("--requests", type=int, default=200, help="requests per side of each condition")
     ap.add_argument("--concurrency", type=int, default=32, help="requests in flight")
-    ap.add_argument("--max-tokens", type=int, default=256, help="max_tokens of each request")
+    ap.add_argument("--max-tokens", type=int, default=160, help="max_tokens of each request")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the server and the evals")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32], help="batch sizes of part 2")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="task seeds of part 3")
@@ -206,7 +214,7 @@ def main() -> None:
         )
         for side, row in result["validity"]["rows"].items():
             print(f"  {side:22s} {row['valid']:4d}/{row['n']:<4d} valid = {row['rate']:.3f}  "
-                  f"(cut at max_tokens: {row['cut_at_max_tokens']})")  # fmt: skip
+                  f"(cut at max_tokens: {row['cut_at_max_tokens']}, errors: {row['errors']})")  # fmt: skip
         met = all(
             result["validity"]["rows"][s]["rate"] == 1.0 for s in ("json_schema on", "tool_choice=required")
         )
