@@ -12,10 +12,16 @@ model gives an errored trajectory (``stop_reason="error"``, ``ErrorInfo(kind="ag
 reason): kept out of rewards and out of the group's baseline like every errored sample, never a 0. With
 ``on_error="truncate"`` a failed program that made calls keeps them as a trajectory marked
 ``stop_reason="truncated"`` (graded and trained on its valid prefix; the reason in ``state``).
+
+**Tools.** When the environment has tools, one runner per rollout (``env.run_call`` with the rollout's
+``setup_state``) serves them both ways: a callable gets them as Python tools (``AgentTask.tools`` /
+``call_tool``), a command as the rollout's MCP server (``VERIGYM_MCP_URL``: the gateway session's
+``/sessions/{id}/mcp``, ``gateway._mcp``), run on the rollout's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import threading
 import time
@@ -130,17 +136,25 @@ class AgentProgramEnv(Environment):
         )
 
     async def rollout(self, task: Task, policy: Policy, sampling: Sampling) -> Trajectory:
+        from verigym.gateway import SessionTools
+
         trajectory = Trajectory(
             task_id=task.id, prompt=self.base.with_system_prompt(task.prompt), started_at=time.time()
         )
         start = time.perf_counter()
         gw = self.gateway(policy)
-        session = gw.open(sampling, task=task)
+        agent_task = self.agent_task(task)
+        tools = None
+        if agent_task.runner is not None:  # the same runner (and state) as Python tools and over MCP
+            tools = SessionTools(agent_task.tool_schemas or [], agent_task.runner, asyncio.get_running_loop())
+        session = gw.open(sampling, task=task, tools=tools)
+        if tools is not None:
+            agent_task.mcp_url = session.mcp_url
         token = _EPISODE_TASK.set(task)
         answer, failure = "", None
         try:
             answer = await self.program.run(
-                self.agent_task(task), session.base_url, session.key, session.id, self.timeout_s
+                agent_task, session.base_url, session.key, session.id, self.timeout_s
             )
         except AgentError as exc:
             failure = exc

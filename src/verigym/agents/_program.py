@@ -5,8 +5,11 @@
   ``task`` holds the prompt messages, the tool schemas and the environment's tools as Python callables.
 - **A command**, run once per rollout with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` (and, for Anthropic
   clients, ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``) set for the rollout, ``VERIGYM_SESSION_ID``,
-  and the task as JSON on stdin (``{"id", "messages", "tools", "info"}``). Its answer is its stdout,
-  or the file it names in ``VERIGYM_ANSWER_FILE`` when it writes one.
+  and the task as JSON on stdin (``{"id", "messages", "tools", "info"}``). When the environment has
+  tools, ``VERIGYM_MCP_URL`` is the rollout's MCP server (streamable HTTP, on the gateway at
+  ``/sessions/{id}/mcp``): ``tools/list`` gives the environment's tool schemas, ``tools/call`` runs a
+  tool as the environment does, with the rollout's state (``Error: ...`` text, ``isError`` set, on a
+  failure). Its answer is its stdout, or the file it names in ``VERIGYM_ANSWER_FILE`` when it writes one.
 
 A program that raises, exits non-zero, runs past its wall-clock limit, or never calls the model fails
 with ``AgentError`` (the reason: the exception, the exit code and the tail of stderr, the limit): an
@@ -45,8 +48,9 @@ class AgentError(Exception):
 @dataclass
 class AgentTask:
     """What a program gets for one rollout: the prompt (OpenAI messages), the tools as schemas and as
-    Python callables (``tools``: name → function; ``call_tool`` runs one as the environment does), and the
-    task's public info."""
+    Python callables (``tools``: name → function; ``call_tool`` runs one as the environment does), the
+    task's public info, and ``mcp_url``: the same tools as the rollout's MCP server (set for a rollout
+    whose environment has tools; a command gets it as ``VERIGYM_MCP_URL``)."""
 
     id: str
     messages: list[dict[str, Any]]
@@ -54,6 +58,7 @@ class AgentTask:
     info: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, Callable[..., Any]] = field(default_factory=dict)
     runner: Callable[[str, str], Awaitable[str]] | None = None
+    mcp_url: str | None = None
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """Run the environment's tool ``name`` as the environment would: an unknown tool, arguments that
@@ -127,6 +132,8 @@ class CommandProgram(AgentProgram):
                 "VERIGYM_SESSION_ID": session_id,
                 "VERIGYM_ANSWER_FILE": str(answer_file),
             }
+            if task.mcp_url:
+                env["VERIGYM_MCP_URL"] = task.mcp_url
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *self.argv,

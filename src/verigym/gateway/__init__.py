@@ -12,10 +12,12 @@
   record;
 - ``_recording``: ``verigym serve``'s ``Handler`` with the session's sampling applied and every call
   recorded;
-- ``_sessions``: ``Session``, ``RecordedCall`` and the table of open and ended sessions.
+- ``_sessions``: ``Session``, ``RecordedCall`` and the table of open and ended sessions;
+- ``_mcp``: a session's environment tools (``SessionTools``) as an MCP server at ``/sessions/{id}/mcp``.
 """
 
 from verigym.gateway._gateway import Gateway
+from verigym.gateway._mcp import SessionTools
 from verigym.gateway._sessions import RecordedCall, Session
 
-__all__ = ["Gateway", "RecordedCall", "Session"]
+__all__ = ["Gateway", "RecordedCall", "Session", "SessionTools"]

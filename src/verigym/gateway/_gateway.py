@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from verigym.gateway._mcp import SessionTools, add_mcp_route
 from verigym.gateway._policy_app import create_policy_app
 from verigym.gateway._recording import RecordingHandler
 from verigym.gateway._router import SessionRouter
@@ -141,6 +142,7 @@ class Gateway:
             self.app.add_middleware(
                 Guard, api_key=None, max_body_bytes=(limits or ServeLimits()).max_body_bytes
             )
+        add_mcp_route(self.app, self.sessions)  # a session's env tools at /sessions/{id}/mcp
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="verigym-gateway", daemon=True)
@@ -180,14 +182,21 @@ class Gateway:
         self.stop()
 
     def open(
-        self, sampling: Sampling | None = None, *, session_id: str | None = None, task: Task | None = None
+        self,
+        sampling: Sampling | None = None,
+        *,
+        session_id: str | None = None,
+        task: Task | None = None,
+        tools: SessionTools | None = None,
     ) -> Session:
         """A new session (a fresh id unless ``session_id`` is given, and a fresh secret key). ``sampling``
         overrides each call's temperature, top_p, top_k and seed (``seed + call index``) and caps its
         max_tokens; None: calls are sampled as sent. Raises ``ValueError`` for an id used before, and
         ``RuntimeError`` before ``start()`` when the port is still to be picked (``port=0``). ``task``: the
-        episode's task, which a policy that is not an in-process model sees as ``episode_task()``."""
-        return self.sessions.open(self.url, sampling, session_id, task)
+        episode's task, which a policy that is not an in-process model sees as ``episode_task()``.
+        ``tools``: the rollout's environment tools, served as an MCP server at ``Session.mcp_url``
+        (``_mcp``); None: that URL answers 404."""
+        return self.sessions.open(self.url, sampling, session_id, task, tools)
 
     def close(self, session_id: str) -> list[RecordedCall]:
         """End the session: its calls in order; later calls get a 409. ``KeyError`` if not open."""

@@ -47,6 +47,12 @@ class Session:
         (``ANTHROPIC_BASE_URL``)."""
         return self.base_url.removesuffix("/v1")
 
+    @property
+    def mcp_url(self) -> str:
+        """The session's environment tools as an MCP server (streamable HTTP), when it was opened with
+        ``tools`` (``gateway._mcp``): ``base_url`` with ``/mcp`` for ``/v1``."""
+        return self.base_url.removesuffix("/v1") + "/mcp"
+
 
 @dataclass(frozen=True)
 class RecordedCall:
@@ -94,6 +100,7 @@ class Live:
     replies: dict[tuple[str, str, bytes], Stored] = field(default_factory=dict)
     opened: float = field(default_factory=time.time)
     task: Any = None  # the episode's task, for a policy that answers from it (an oracle)
+    tools: Any = None  # the rollout's ``SessionTools``, served at /sessions/{id}/mcp (``_mcp``)
 
     def next_index(self) -> int:
         index, self.started = self.started, self.started + 1
@@ -117,7 +124,9 @@ class Sessions:
         self._ended: set[str] = set()
         self._ended_keys: dict[bytes, str] = {}
 
-    def open(self, url: str, sampling: Sampling | None, session_id: str | None, task: Any = None) -> Session:
+    def open(
+        self, url: str, sampling: Sampling | None, session_id: str | None, task: Any = None, tools: Any = None
+    ) -> Session:
         sid = uuid.uuid4().hex if session_id is None else session_id
         if not _ID.fullmatch(sid):
             raise ValueError(f"session id {sid!r}: 1-128 characters of letters, digits and . _ ~ -")
@@ -126,7 +135,7 @@ class Sessions:
         with self._lock:
             if sid in self._live or sid in self._ended:
                 raise ValueError(f"session id {sid!r} was used already in this gateway")
-            self._live[sid] = Live(session, digest(key), task=task)
+            self._live[sid] = Live(session, digest(key), task=task, tools=tools)
             self._by_key[digest(key)] = sid
         return session
 
