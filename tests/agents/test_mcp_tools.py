@@ -185,3 +185,27 @@ def test_mcp_url_without_a_session_tools_or_an_open_session_is_refused() -> None
         assert by_key.status_code == 200 and by_key.json() == ok.json()
         gw.close(s.id)
         assert httpx.post(s.mcp_url, json=body, headers=headers).status_code == 409
+
+
+def test_a_modern_mcp_client_without_the_handshake_gets_the_same_tools() -> None:
+    """The 2026-07-28 era (``discover``, one self-contained POST per request) is served too."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    base = CalcEnv()
+
+    async def run(name: str, arguments: str) -> str:
+        return await base.run_call(ToolCall(id="c", name=name, arguments=arguments), {})
+
+    async def client(url: str) -> list[Any]:
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+            s.adopt(await s.discover())
+            listed = (await s.list_tools()).tools
+            good = await s.call_tool("calc", {"expr": "417*823"})
+            bad = await s.call_tool("calc", {"expr": 5})
+            text = getattr(good.content[0], "text", None)
+            return [[t.name for t in listed], text, good.is_error, bad.is_error]
+
+    with Gateway(base.oracle_policy()) as gw:
+        session = gw.open(tools=SessionTools(base.tool_schemas() or [], run))
+        assert asyncio.run(client(session.mcp_url)) == [["calc"], "343191", False, True]
