@@ -1,16 +1,35 @@
 """Reading user files (configs, datasets) with one-line errors that name the file and, where it helps,
 the line: a directory given for a file, bytes that are not UTF-8, TOML that does not parse, a JSON
-Lines row that is not JSON (``read_jsonl``: ``path:line: invalid JSON (... at column N)``)."""
+Lines row that is not JSON (``read_jsonl``: ``path:line: invalid JSON (... at column N)``).
+
+Writing run files: ``write_atomic`` (and ``write_json``) is the one way a run's files (configs,
+summaries, reports, checkpoint pointers) are written: a temporary file in the same folder, flushed
+and synced, then ``os.replace``d over the target, so a kill at any moment leaves the old file or the
+new one, never an empty or half-written one; content that has not changed is not rewritten.
+Appending (``results.jsonl``, ``metrics.jsonl``: append, flush) is the only other way, and
+``tests/core/test_run_files.py`` holds the code to that."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FileProblem", "iter_lines", "parse_jsonl", "read_jsonl", "read_toml"]
+__all__ = [
+    "FileProblem",
+    "iter_lines",
+    "open_atomic",
+    "parse_jsonl",
+    "read_jsonl",
+    "read_toml",
+    "write_atomic",
+    "write_json",
+]
 
 
 class FileProblem(ValueError):
@@ -107,3 +126,60 @@ def parse_jsonl(
         if objects and not isinstance(value, dict):
             raise error(f"{where}: expected a JSON object, got {type(value).__name__}")
         yield where, value
+
+
+def write_atomic(path: str | Path, data: str | bytes, *, encoding: str = "utf-8") -> bool:
+    """Replace ``path`` with ``data`` atomically (a temporary file in the same folder, synced, then
+    ``os.replace``); a file that already holds exactly ``data`` is left alone. Returns whether it
+    wrote. A hard-linked copy of the old file elsewhere keeps the old content."""
+    path = Path(path)
+    raw = data.encode(encoding) if isinstance(data, str) else data
+    try:
+        if path.stat().st_size == len(raw) and path.read_bytes() == raw:
+            return False
+    except OSError:  # missing (or unreadable: the replace below says why)
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def write_json(path: str | Path, value: object, *, indent: int | None = 2, default: object = None) -> bool:
+    """``write_atomic`` of ``value`` as JSON (and a final newline) that is always valid JSON: each
+    non-finite float becomes ``null`` and, when ``value`` is a dict, the replaced paths are listed
+    under ``"non_finite"`` (``{path: "inf"}``), so a reader sees why a number is missing."""
+    from verigym._numbers import json_safe
+
+    found: dict[str, str] = {}
+    safe = json_safe(value, found=found)
+    if found and isinstance(safe, dict):
+        safe["non_finite"] = {**safe.get("non_finite", {}), **found}
+    text = json.dumps(safe, indent=indent, allow_nan=False, default=default)  # type: ignore[arg-type]
+    return write_atomic(path, text + "\n")
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path, *, text: bool = True) -> Iterator[Any]:
+    """A new file to stream into (text, UTF-8, unless ``text=False``) that replaces ``path`` only
+    when the block ends without an error: ``write_atomic`` for content written piece by piece."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w" if text else "wb", encoding="utf-8" if text else None) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

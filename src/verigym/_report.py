@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verigym._files import write_atomic
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -86,9 +88,7 @@ class HtmlReport:
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.render(), encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, self.render())
         return path
 
 

@@ -7,7 +7,8 @@ names. A group grader sees every sample of one task at once:
 
 Errors are not zeros: a grader that raises, times out or returns NaN gives an errored
 ``Grade``; a sample with any errored grade (that was not skipped by a gate) has no reward and
-carries the error instead.
+carries the error instead. So does a sample whose weighted total or penalty sum is not finite
+(finite grades times weights that overflow): a reward is always a finite number.
 
 Graders not gated on each other run concurrently ("sequential execution on dependent graders,
 parallel execution on others", the agent-training lecture's grader-dependency rule): each grader
@@ -95,7 +96,7 @@ class Grader:
         """The grade of an ``inline`` grader, computed now on the calling thread."""
         try:
             return to_grade(self.fn(task, trajectory))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in a grader: its error, not the run's end
             return Grade.failed(f"grader {self.name!r} raised {_describe(exc)}")
 
     async def grade(self, task: Task, trajectory: Trajectory) -> Grade:
@@ -105,7 +106,7 @@ class Grader:
             return to_grade(await _call(self.fn, (task, trajectory), self.timeout))
         except TimeoutError:
             return Grade.failed(f"grader {self.name!r} timed out after {self.timeout}s")
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in a grader: its error, not the run's end
             return Grade.failed(f"grader {self.name!r} raised {_describe(exc)}")
 
 
@@ -129,7 +130,7 @@ class GroupGrader:
             return [Grade.failed(f"group grader {self.name!r} timed out after {self.timeout}s")] * len(
                 trajectories
             )
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in a grader: its error, not the run's end
             return [Grade.failed(f"group grader {self.name!r} raised {_describe(exc)}")] * len(trajectories)
         if len(values) != len(trajectories):
             reason = (
@@ -326,6 +327,15 @@ class Rubric:
         errors = [g.error for name, g in grades.items() if g.error and not name.startswith("penalty:")]
         if errors:
             return Score(grades=grades, error="; ".join(e for e in errors if e))
+        if not math.isfinite(penalty):  # penalty amounts that overflow (or an infinite one)
+            return Score(grades=grades, error=f"the penalty sum is not finite ({penalty!r})")
         weights = self._weights
         reward = sum(weights[name] * g.score for name, g in grades.items() if name in weights)
-        return Score(grades=grades, reward=reward - penalty, penalty=penalty)
+        total = reward - penalty
+        if not math.isfinite(total):  # finite grades, but weights that overflow the weighted sum
+            return Score(
+                grades=grades,
+                error=f"the reward total is not finite ({total!r}: weighted grades {reward!r}, "
+                f"penalties {penalty!r})",
+            )
+        return Score(grades=grades, reward=total, penalty=penalty)

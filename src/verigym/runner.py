@@ -10,8 +10,9 @@ Seeds are per sample: ``sample_seed(seed, task_id, sample_index)`` is a stable h
 ``i`` of task ``t`` gets the same seed whatever the concurrency, the order of completion, or
 whether the run was resumed.
 
-Errors are not zeros: an environment that raises or a rubric that cannot score yields a record
-with ``error`` set and no reward.
+Errors are not zeros: an environment that raises (``SystemExit`` included: ``sys.exit`` in env
+code fails its sample, with the reason) or a rubric that cannot score yields a record with ``error``
+set and no reward. ``KeyboardInterrupt`` is Ctrl-C wherever it lands, and stops the run.
 """
 
 from __future__ import annotations
@@ -94,18 +95,27 @@ def _sampling_for(sampling: Sampling, task_id: str, index: int) -> Sampling:
     return _trusted(Sampling, {**sampling.__dict__, "seed": seed, "n": 1})
 
 
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r}): environment code called sys.exit"
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def _rollout_one(
     env: Environment, policy: Policy, task: Task, index: int, sampling: Sampling
 ) -> Trajectory:
     start = time.perf_counter()
     try:
         trajectory = await env.rollout(task, policy, sampling)
-    except Exception as exc:  # a harness that does not catch its own failure
+    except (Exception, SystemExit) as exc:  # a harness that does not catch its own failure
+        # SystemExit too: environment code that calls sys.exit on one sample fails that sample (with
+        # its reason), it does not end the run; a resumed run would only meet it again. Ctrl-C
+        # (KeyboardInterrupt) still stops the run, resumably.
         trajectory = Trajectory(
             task_id=task.id,
             prompt=list(task.prompt),
             stop_reason="error",
-            error=ErrorInfo(kind="environment", message=f"{type(exc).__name__}: {exc}"),
+            error=ErrorInfo(kind="environment", message=_describe(exc)),
             started_at=time.time(),
             wall_s=time.perf_counter() - start,
         )
@@ -116,8 +126,8 @@ async def _rollout_one(
 async def _score(env: Environment, task: Task, trajectories: Sequence[Trajectory]) -> list[Score]:
     try:
         return await env.rubric.score_group(task, trajectories)
-    except Exception as exc:  # a misconfigured rubric (e.g. a gate cycle): every sample errors
-        reason = f"rubric failed: {type(exc).__name__}: {exc}"
+    except (Exception, SystemExit) as exc:  # a misconfigured rubric (e.g. a gate cycle): every sample errors
+        reason = f"rubric failed: {_describe(exc)}"
         return [Score(grades={}, error=reason) for _ in trajectories]
 
 

@@ -34,7 +34,9 @@ import verigym
 LAYERS: dict[str, int] = {
     "types": 1,
     "_report": 1,  # HTML/figure helpers for eval, train and select reports; imports nothing of verigym
-    "_files": 1,
+    "_files": 1,  # reading user files with one-line errors; writing run files atomically
+    "_numbers": 1,  # finite, float32-range config numbers; JSON without Infinity/NaN; imports nothing of verigym
+    "_model_files": 1,  # a model folder checked before loading, load failures as one line; nothing of verigym
     "_pass_at_k": 1,  # pass@k defined once, for eval's summary and train's held-out pass@1; imports nothing of verigym  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
     "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym

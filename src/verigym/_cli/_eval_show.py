@@ -9,7 +9,7 @@ from rich.table import Table
 
 from verigym.eval.run import EvalResult
 
-__all__ = ["print_summary"]
+__all__ = ["errored_line", "print_summary"]
 
 
 def _fmt(value: Any) -> str:
@@ -18,6 +18,17 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def errored_line(summary: dict[str, Any]) -> str | None:
+    """``N of M samples errored (first: ...)`` for a summary with errored samples, else None."""
+    n = int(summary.get("n_errors") or 0)
+    if not n:
+        return None
+    first = summary.get("first_error") or ", ".join(
+        f"{kind} x{count}" for kind, count in summary.get("errors_by_kind", {}).items()
+    )
+    return f"{n} of {summary['n_samples']} samples errored (first: {first})"
 
 
 def print_summary(result: EvalResult, console: Console) -> None:
@@ -57,6 +68,8 @@ def print_summary(result: EvalResult, console: Console) -> None:
     if result.skipped:
         table.add_row("resumed", f"{result.skipped} kept, {result.written} new")
     console.print(table)
+    if line := errored_line(s):
+        console.print(line, style="yellow", markup=False, soft_wrap=True)
     console.print(
         f"results: {result.out / 'results.jsonl'}  summary: {result.out / 'summary.json'}  "
         f"report: {result.out / 'report.html'}",

@@ -15,6 +15,7 @@ import typer
 
 from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import MaxTokens, Temperature, Threads, console, fail, parse_kv, set_threads
+from verigym._files import write_json
 
 __all__ = ["register"]
 
@@ -93,7 +94,7 @@ def register(app: typer.Typer) -> None:
         profile = Profile.from_records(_records(out))
         profile.save(out / "profile.jsonl")
         chosen = profile.in_band(*band)
-        (out / "band.json").write_text(json.dumps({"band": list(band), "task_ids": chosen}, indent=1))
+        write_json(out / "band.json", {"band": list(band), "task_ids": chosen}, indent=1)
         rates = [s.pass_rate for s in profile.tasks.values()]
         console.print(
             f"profiled {len(rates)} tasks: {sum(r == 0 for r in rates)} never solved, "
@@ -157,7 +158,7 @@ def register(app: typer.Typer) -> None:
         kept, stats = select_verified(_records(out), threshold=threshold, keep=keep, per_task=per_task)  # type: ignore[arg-type]
         n = write_sft(kept, out / "sft.jsonl")
         report = stats.to_dict()
-        (out / "synth.json").write_text(json.dumps(report, indent=1))
+        write_json(out / "synth.json", report, indent=1)
         console.print(
             f"kept {n} verified samples from {report['samples']} ({report['yield']:.1%} yield, "
             f"{report['errors']} errored, {report['completion_tokens']} completion tokens) -> {out / 'sft.jsonl'}"
@@ -203,7 +204,7 @@ def register(app: typer.Typer) -> None:
             ranked = [{"task_id": t, "pass_rate": prof.pass_rate(t)} for t in prof.in_band(*band)][:top]
         else:
             fail(f"--by {by!r}: expected variance or band")
-        (run_dir / f"selected_by_{by}.json").write_text(json.dumps(ranked, indent=1))
+        write_json(run_dir / f"selected_by_{by}.json", ranked, indent=1)
         for row in ranked:
             console.print(
                 "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
@@ -234,7 +235,7 @@ def register(app: typer.Typer) -> None:
             fail(f"--retest {retest}: names must be among {sorted(named)}")
         report = quality_report(named, threshold=threshold, retest=retest, seed=seed)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "quality.json").write_text(json.dumps(report.to_dict(), indent=1))
+        write_json(out / "quality.json", report.to_dict(), indent=1)
         write_quality_report(report, out / "report.html")
         h, s = report.hardness, report.separability
         console.print(

@@ -366,4 +366,13 @@ def _run(
         console.print(f"[yellow]interrupted:[/] samples so far are in {folder / 'results.jsonl'}")
         raise typer.Exit(130) from None
     print_table(result.summary)
+    s = result.summary
+    if s.get("sample_errors"):
+        first = s.get("first_error") or "no reason recorded"
+        console.print(
+            f"{s['sample_errors']} of {s.get('samples_total', '?')} samples errored (first: {first})",
+            style="yellow",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print(f"wrote {folder / 'summary.json'} and {folder / 'report.html'}")

@@ -21,6 +21,7 @@ MAX_BODY_BYTES, MAX_CONCURRENT_REQUESTS, MAX_QUEUED_TOKENS = 8 * 1024 * 1024, 25
 
 def load_policy(model_path: str, dtype: str | None, device: str | None, max_batch_rows: int) -> Any:
     """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh model)."""
+    from verigym._model_files import ModelFileError, check_model_dir, load_error
     from verigym.policies.base import PolicyError
     from verigym.policies.default import default_policy, missing_local_path, resolve_model_dir
     from verigym.policies.local import LocalPolicy
@@ -31,6 +32,7 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
             found = resolve_model_dir(path) if path.is_dir() else None
             if found is None:
                 fail(f"MODEL_PATH {model_path}: no model here (expected config.json or adapter_config.json)")
+            check_model_dir(found, f"MODEL_PATH {model_path}")  # truncated weights and such: one line
             record = _record(found)  # a verigym checkpoint: tools in the format it was trained with
             policy = LocalPolicy.from_pretrained(
                 found,
@@ -49,8 +51,12 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
             policy = LocalPolicy.from_pretrained(
                 model_path, dtype=dtype, device=device, max_batch_rows=max_batch_rows
             )
+    except ModelFileError as exc:
+        fail(str(exc))
     except (PolicyError, ValueError) as exc:
         fail(f"MODEL_PATH {model_path}: {exc}")
+    except Exception as exc:  # mismatched weights, what transformers raises past OSError/ValueError
+        fail(load_error(f"MODEL_PATH {model_path}", exc))
     return policy
 
 

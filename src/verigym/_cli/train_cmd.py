@@ -13,7 +13,15 @@ from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
-__all__ = ["TrainProgress", "disk_line", "load_train_config", "register", "summary_table"]
+__all__ = [
+    "TrainProgress",
+    "disk_line",
+    "errored_line",
+    "load_train_config",
+    "register",
+    "summary_table",
+    "train_errors",
+]
 
 
 def load_train_config(
@@ -69,7 +77,7 @@ class TrainProgress:
         elif event == "sft_step":
             text = f"loss {info['loss']:.3f}"
             if "eval/pass_at_1" in info:
-                text += f"  held-out pass@1 {info['eval/pass_at_1']:.2f}"
+                text += f"  held-out pass@1 {_rate(info['eval/pass_at_1'])}"
             self.bar.update(self.sft, completed=info["step"], info=text, visible=True)
         elif event == "step":
             if not self.bar.tasks[self.rl].started:
@@ -81,19 +89,58 @@ class TrainProgress:
             if "entropy" in info:
                 text += f"  H {info['entropy']:.2f}"
             if "eval/pass_at_1" in info:
-                text += f"  held-out {info['eval/pass_at_1']:.2f}"
+                text += f"  held-out {_rate(info['eval/pass_at_1'])}"
             self.bar.update(self.rl, completed=info["step"] + 1, info=text)
+        elif event == "skipped":  # a non-finite loss, gradient or advantage: the update did not happen
+            self.bar.console.print(
+                f"step {info['step']}: update skipped ({info['reason']})", markup=False, style="yellow"
+            )
+
+
+def _rate(value: float | None) -> str:
+    return "nothing scored" if value is None else f"{value:.2f}"
 
 
 def summary_table(title: str, summary: dict[str, Any]) -> None:
+    """The run's summary; a pass@1 that nothing measured reads ``nothing scored``, never 0."""
     from rich.table import Table
 
     table = Table(title=title)
     table.add_column("")
     table.add_column("value", justify="right")
     for k, v in summary.items():
-        table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+        if k in ("non_finite", "warning", "train_first_error", "eval/first_error"):
+            continue  # printed as lines of their own
+        if v is None and "pass_at_1" in k:
+            table.add_row(k, "nothing scored")
+        else:
+            table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
     console.print(table)
+
+
+def errored_line(errored: int, total: int, first: str | None) -> str | None:
+    """``N of M samples errored (first: ...)`` when any did, else None."""
+    if not errored:
+        return None
+    return f"{errored} of {total} samples errored (first: {first or 'no reason recorded'})"
+
+
+def train_errors(summary: dict[str, Any]) -> str | None:
+    """The errored-samples line of a train run's summary: training samples, then held-out ones."""
+    parts = []
+    if line := errored_line(
+        int(summary.get("train_samples_errored", 0)),
+        int(summary.get("train_samples", 0)),
+        summary.get("train_first_error"),
+    ):
+        parts.append(f"training: {line}")
+    if line := errored_line(
+        int(summary.get("eval/errors", 0)),
+        int(summary.get("eval/samples", 0)),
+        summary.get("eval/first_error"),
+    ):
+        parts.append(f"held-out eval: {line}")
+    return "; ".join(parts) or None
 
 
 def _size(mb: float) -> str:
@@ -191,7 +238,9 @@ def register(app: typer.Typer) -> None:
 
         Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
         """
+        from verigym._model_files import ModelFileError
         from verigym.envs.registry import EnvError
+        from verigym.train.checkpoint import TrainingHalted
         from verigym.train.config import ConfigError
         from verigym.train.pipeline import run_train
         from verigym.train.sft import SFTDataError
@@ -240,8 +289,10 @@ def register(app: typer.Typer) -> None:
                     summary = run_scaled_train(cfg, resume=resume, progress=bar)
                 else:
                     summary = run_train(cfg, resume=resume, progress=bar)
-        except (EnvError, SFTDataError, ConfigError, FileNotFoundError) as exc:
+        except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
             fail(str(exc))
+        except TrainingHalted as exc:  # NaN weights never saved, skipped steps, no update at all
+            fail(str(exc), exc.exit_code)
         except RuntimeError as exc:  # Ray missing, weight pushes that kept failing
             if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
                 raise
@@ -251,6 +302,10 @@ def register(app: typer.Typer) -> None:
             summary_table(f"verigym train → {run_dir}", summary)
             if "run_dir_mb" in summary:
                 console.print(disk_line(run_dir, summary), markup=False)
+            if line := train_errors(summary):
+                console.print(line, markup=False, style="yellow", soft_wrap=True)
+            if summary.get("warning"):
+                console.print(f"warning: {summary['warning']}", markup=False, style="yellow", soft_wrap=True)
 
     @app.command()
     def sft(
@@ -266,7 +321,9 @@ def register(app: typer.Typer) -> None:
         threads: Threads = None,
     ) -> None:
         """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
+        from verigym._model_files import ModelFileError
         from verigym.envs.registry import EnvError
+        from verigym.train.checkpoint import TrainingHalted
         from verigym.train.config import ConfigError
         from verigym.train.pipeline import run_sft
         from verigym.train.sft import SFTDataError
@@ -277,6 +334,10 @@ def register(app: typer.Typer) -> None:
         try:
             with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
                 summary = run_sft(cfg, progress=bar)
-        except (EnvError, SFTDataError, ConfigError, FileNotFoundError) as exc:
+        except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
             fail(str(exc))
+        except TrainingHalted as exc:  # a NaN model is never saved
+            fail(str(exc), exc.exit_code)
         summary_table(f"verigym sft → {cfg.out_dir}", summary)
+        if line := train_errors(summary):
+            console.print(line, markup=False, style="yellow", soft_wrap=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verigym._files import open_atomic
+
 __all__ = ["Profile", "TaskStats", "rank_by_variance"]
 
 
@@ -71,15 +73,12 @@ class Profile:
 
     def save(self, path: str | Path) -> None:
         """One JSON line per task: ``{"task_id", "pass_rate", "samples"}`` (written atomically)."""
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+        with open_atomic(path) as f:
             for task_id in sorted(self.tasks):
                 s = self.tasks[task_id]
                 f.write(
                     json.dumps({"task_id": task_id, "pass_rate": s.pass_rate, "samples": s.samples}) + "\n"
                 )
-        tmp.replace(path)
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:

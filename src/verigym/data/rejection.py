@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from verigym._files import open_atomic
+
 __all__ = ["RejectionStats", "jaccard", "select_verified", "sft_line", "write_sft"]
 
 Keep = Literal["all", "shortest", "diverse"]
@@ -144,10 +146,7 @@ def sft_line(rec: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_sft(records: Sequence[Mapping[str, Any]], path: str | Path) -> int:
     """Write SFT lines atomically (a crash leaves no half-written file); returns the count."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with open_atomic(path) as f:
         for rec in records:
             f.write(json.dumps(sft_line(rec)) + "\n")
-    tmp.replace(path)
     return len(records)

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from verigym._files import FileProblem, read_toml
+from verigym._files import FileProblem, read_toml, write_json
+from verigym._numbers import first_bad_number
 from verigym.graders.penalties import RubricSpec
 from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
@@ -101,6 +102,14 @@ class EvalConfig(BaseModel):
                 raise ValueError(f"{url!r} is not a URL (expected http(s)://host[:port]/v1)")
         return value
 
+    @model_validator(mode="after")
+    def _finite(self) -> EvalConfig:
+        """Every number finite and within float32 range (``--temperature inf`` is no setting)."""
+        bad = first_bad_number(self)
+        if bad is not None:
+            raise ValueError(bad)
+        return self
+
     def model_spec(self) -> ModelSpec:
         """The model these options name (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
         ``timeout``, ``max_retries``), for ``verigym.policies.make_policy``."""
@@ -121,7 +130,9 @@ class EvalConfig(BaseModel):
 
 def _explain(exc: ValidationError, where: str) -> str:
     first = exc.errors()[0]
-    field = ".".join(str(p) for p in first.get("loc", ())) or "config"
+    field = ".".join(str(p) for p in first.get("loc", ()))
+    if not field:  # a check of the whole config; its message names the key
+        return f"{where}: {str(first['msg']).removeprefix('Value error, ')}"
     if first.get("type") == "extra_forbidden":
         known = ", ".join(sorted(EvalConfig.model_fields))
         return f"{where}: unknown key {field!r} (known keys: {known})"
@@ -216,7 +227,5 @@ def write_config_json(
         **(extra or {}),
     }
     path = out / "config.json"
-    tmp = path.with_name("config.json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, data, default=str)
     return path

@@ -140,7 +140,8 @@ class Aggregate:
         self.stop_reasons[stop] = self.stop_reasons.get(stop, 0) + 1
         score = record.score
         error = record.error
-        scored = error is None and score.reward is not None
+        # a non-finite reward (a record written before rewards were checked) is no score either
+        scored = error is None and score.reward is not None and math.isfinite(score.reward)
         for name, grade in score.grades.items():
             ok = grade.error is None
             if name.startswith("penalty:"):  # each cheating detector: how often it fired

@@ -11,13 +11,13 @@ the summary and report need no second reading of the file.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
+from verigym._files import write_json
 from verigym.envs.base import Environment
 from verigym.eval.config import ConfigError, EvalConfig, write_config_json
 from verigym.eval.metrics import Aggregate
@@ -123,14 +123,16 @@ def finish(
     if config.env_args:  # which came from where: the user, the checkpoint's training, a real model's
         summary["env_args"] = dict(config.env_args)
         summary["env_args_from"] = {k: config.env_args_from.get(k, "user") for k in config.env_args}
+    examples = tally.metrics.error_examples
+    if examples:  # the first errored sample of the run (task order), for the one-line notice
+        kind, (_, message) = min(examples.items(), key=lambda kv: kv[1][0])
+        summary["first_error"] = f"{kind}: {message}"
     extra = tally.env_metrics()
     if extra:  # only environments with metrics of their own (ifeval): other summaries keep their keys
         summary["env_metrics"] = extra
     from verigym.eval.report import write_report
 
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    tmp.replace(out / "summary.json")
+    write_json(out / "summary.json", summary)  # valid JSON: a non-finite number is null, its path listed
     write_report(
         out / "report.html",
         summary,

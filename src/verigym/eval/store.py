@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
+from verigym._files import open_atomic
 from verigym.types import Record
 
 __all__ = [
@@ -104,15 +105,10 @@ def latest(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
 
 def write_records(path: str | Path, records: Iterable[Record]) -> None:
     """Atomically replace ``path`` with exactly ``records``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with open_atomic(path) as fh:
         for record in records:
             fh.write(record.model_dump_json())
             fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 def prepare_resume(path: str | Path, *, whole_groups_of: int | None = None) -> set[tuple[str, int]]:
@@ -137,14 +133,10 @@ def prepare_resume(path: str | Path, *, whole_groups_of: int | None = None) -> s
         full = {t for t, idx in done.items() if set(range(whole_groups_of)) <= idx}
         kept = {k for k in kept if k[0] in full}
     lines = {last[k][0] for k in kept}
-    tmp = path.with_name(path.name + ".tmp")
-    with path.open("rb") as src, tmp.open("wb") as dst:
+    with path.open("rb") as src, open_atomic(path, text=False) as dst:
         for number, line in enumerate(src, start=1):
             if number in lines:
                 dst.write(line if line.endswith(b"\n") else line + b"\n")
-        dst.flush()
-        os.fsync(dst.fileno())
-    tmp.replace(path)
     return kept
 
 

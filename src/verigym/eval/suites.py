@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verigym._files import write_json
 from verigym._report import HtmlReport, figure
 from verigym.eval.workflow import EvalSetupError
 from verigym.graders.penalties import RubricSpec
@@ -163,9 +164,7 @@ async def run_suite(
     ok = [r["reward_mean"] for r in rows if r["reward_mean"] is not None]
     card["mean_reward"] = sum(ok) / len(ok) if ok else None
     card["n_env_errors"] = sum(1 for r in rows if r["error"])
-    tmp = out / "scorecard.json.tmp"
-    tmp.write_text(json.dumps(card, indent=2), encoding="utf-8")
-    tmp.replace(out / "scorecard.json")
+    write_json(out / "scorecard.json", card)
     write_scorecard(card, out / "scorecard.html")
     return card
 

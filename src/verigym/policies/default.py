@@ -30,6 +30,7 @@ from pathlib import Path
 
 from verigym._files import read_toml
 from verigym._library_output import home as verigym_home
+from verigym._model_files import check_model_dir, load_error
 from verigym.policies.base import PolicyError
 from verigym.policies.catalogue import models_dir, resolve
 from verigym.policies.local import LocalPolicy
@@ -160,10 +161,16 @@ def trained_format(path: Path | str) -> str | None:
 
 
 def _load(path: Path | str) -> LocalPolicy:
+    """A local model; every failure to load it (truncated or mismatched weights, an unknown
+    architecture) is one ``ValueError`` line."""
+    if Path(path).is_dir():
+        check_model_dir(path, str(path))  # ModelFileError is a ValueError
     try:
         return LocalPolicy.from_pretrained(path, tool_format=trained_format(path))
     except PolicyError as exc:
         raise ValueError(str(exc)) from None
+    except Exception as exc:  # what transformers raises past its OSError/ValueError
+        raise ValueError(load_error(str(path), exc)) from None
 
 
 def missing_local_path(model: str) -> str | None:

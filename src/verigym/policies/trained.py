@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verigym._files import write_atomic
 
 __all__ = [
     "FORMAT",
@@ -121,9 +122,7 @@ def write_record(model_dir: str | Path, record: TrainingRecord) -> Path:
     """Write ``record`` into ``model_dir`` (a new file renamed into place: a hard-linked copy of an
     older record elsewhere is never written through)."""
     path = Path(model_dir) / RECORD_FILE
-    tmp = path.with_name(f".{RECORD_FILE}.tmp")
-    tmp.write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, record.model_dump_json(indent=2) + "\n")
     return path
 
 

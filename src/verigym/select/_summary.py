@@ -5,12 +5,12 @@ each method against majority vote at equal tokens, and DeepConf-online against m
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from verigym._files import write_json
 from verigym._report import HtmlReport, figure
 from verigym.select.run import MethodPoint
 
@@ -118,9 +118,7 @@ def build_summary(
 
 def write_summary(out: Path, summary: Mapping[str, Any]) -> Path:
     path = out / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_json(path, dict(summary), default=str)
     return path
 
 

@@ -101,8 +101,12 @@ async def run_experiment(
             "supports logprobs=True, top_logprobs=k, or drop the deepconf methods"
         )
     errors = sum(p.errors for p in pools)
+    first_error: str | None = None
     if errors:
         warnings.append(f"{errors} samples errored; they do not vote but their tokens count")
+        bad = next((r for r in records if r.error is not None or r.score.reward is None), None)
+        if bad is not None:
+            first_error = f"{bad.error.kind}: {bad.error.message}" if bad.error is not None else "no reward"
     t1 = time.perf_counter()
     points = await measure(pools, cfg, judge=judge, progress=on_select)
     meta: dict[str, Any] = {
@@ -126,6 +130,8 @@ async def run_experiment(
         "genselect_window": cfg.genselect_window,
         "success_threshold": cfg.success_threshold,
         "sample_errors": errors,
+        "samples_total": len(records),
+        "first_error": first_error,
         "sampling_s": sample_s,
         "selection_s": time.perf_counter() - t1,
         "warnings": warnings,

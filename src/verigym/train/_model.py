@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from verigym._model_files import ModelFileError, check_model_dir, load_error
 from verigym._pass_at_k import SUCCESS_THRESHOLD, pass_table
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
@@ -29,7 +30,8 @@ def resolve_device(name: str) -> str:
 def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[Any, Any]:
     """(model, tokenizer): from ``weights`` (a checkpoint's ``model/``) or ``cfg.path``, else a fresh tiny.
 
-    For LoRA the base comes from ``cfg`` and the adapter from ``weights`` when given.
+    For LoRA the base comes from ``cfg`` and the adapter from ``weights`` when given. A folder that
+    cannot be a model, or weights that do not load, raise ``ModelFileError`` (one line).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -45,10 +47,15 @@ def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[
         from verigym.policies.catalogue import resolve
 
         source = resolve(str(source))  # a catalogue name (`verigym models pull NAME`) -> its directory
+        where = "model.path" if full is None else "checkpoint"
         if not Path(source).exists():
-            raise FileNotFoundError(f"model.path: no model directory at {source}")
-        tokenizer = AutoTokenizer.from_pretrained(str(source))
-        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype)
+            raise FileNotFoundError(f"{where}: no model directory at {source}")
+        check_model_dir(source, where)  # a file, an empty folder, truncated weights: one line
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(source))
+            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype)
+        except Exception as exc:  # mismatched shapes, an unknown architecture, a broken tokenizer
+            raise ModelFileError(load_error(f"{where} {source}", exc)) from None
     else:
         from verigym.policies import tiny
 
@@ -60,7 +67,11 @@ def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[
         if weights is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, str(weights), is_trainable=True)
+            check_model_dir(weights, "checkpoint")
+            try:
+                model = PeftModel.from_pretrained(model, str(weights), is_trainable=True)
+            except Exception as exc:
+                raise ModelFileError(load_error(f"checkpoint {weights}", exc)) from None
         else:
             model = apply_lora(model, cfg.lora)
     model.eval()
@@ -86,10 +97,12 @@ async def evaluate(
     sampling: Sampling,
     samples: int = 1,
     env_name: str = "env",
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Held-out pass@1 (the eval's: per task, the share of its scored samples with reward ≥ 1, averaged
-    over tasks; with one sample per task, the share of tasks solved), mean reward, the error count and
-    the mean of each grader (``grader/NAME``, over the samples without an error)."""
+    over tasks; with one sample per task, the share of tasks solved; None when no sample was scored,
+    never a 0 that nothing measured), mean reward (None likewise), the error count (``errors``, of
+    ``samples``, with ``first_error``) and the mean of each grader (``grader/NAME``, over the samples
+    without an error)."""
     records = await run_rollouts(
         env,
         policy,
@@ -105,11 +118,15 @@ async def evaluate(
     task_of: dict[str, int] = {}
     task_index = np.asarray([task_of.setdefault(r.task_id, len(task_of)) for r in ok], dtype=np.int64)
     correct = np.asarray(rewards, dtype=float) >= SUCCESS_THRESHOLD
-    out = {
-        "pass_at_1": pass_table(correct, task_index, 1)["1"] or 0.0,
-        "reward": sum(rewards) / max(len(rewards), 1),
+    out: dict[str, Any] = {
+        "pass_at_1": pass_table(correct, task_index, 1)["1"],  # None: nothing scored
+        "reward": sum(rewards) / len(rewards) if rewards else None,
         "errors": float(len(records) - len(ok)),
+        "samples": float(len(records)),
     }
+    first = next((r.error for r in records if r.error is not None), None)
+    if len(ok) < len(records):
+        out["first_error"] = f"{first.kind}: {first.message}" if first is not None else "no reward"
     for name in env.rubric.names:
         scores = [r.score.grades[name].score for r in ok if name in r.score.grades]
         out[f"grader/{name}"] = sum(scores) / max(len(scores), 1)

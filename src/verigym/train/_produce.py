@@ -21,7 +21,7 @@ import torch
 
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
-from verigym.runner import Scored, rollout_group
+from verigym.runner import Scored, record_error, rollout_group
 from verigym.train import exploration as X
 from verigym.train.config import ConfigError, TrainConfig, schedule_value
 from verigym.train.distill import teaches
@@ -62,6 +62,9 @@ class Producer:
         self.policy = policy
         self.cfg = cfg
         self.tracker = tracker
+        self.samples_total = 0  # every sample this producer scored, and how many errored
+        self.samples_errored = 0
+        self.first_error: str | None = None  # the first errored sample's reason
         gv = cfg.rl.group_variants
         if gv is not None and gv.tool_variant:
             from verigym.envs.tool import ToolEnv
@@ -170,8 +173,10 @@ class Producer:
         pass_rates: dict[str, float] = {}
         taken: set[tuple[str, str]] = set()
         sampled = dropped_flat = dropped_small = errored = not_trainable = flat = 0
+        step_error: str | None = None  # this step's first errored sample
         rounds = 0
         keep_rate = 1.0
+        results_all: list[list[Scored]] = []
         for round_ in range(rl.max_rounds if rl.dynamic_sampling else 1):
             missing = rl.groups_per_step - len(kept)
             if missing <= 0:
@@ -191,17 +196,24 @@ class Producer:
                 logprobs=True,
             )
             results = await asyncio.gather(*(self._group(s, t, sampling, step, round_) for s, t in picks))
+            results_all.extend(results)
             new = 0
             for (slot, task), scored in zip(picks, results, strict=True):
                 sampled += 1
                 samples: list[Sample] = []
                 for sc in scored:
+                    self.samples_total += 1
                     if (
                         sc.trajectory.error is not None
                         or sc.score.error is not None
                         or sc.score.reward is None
                     ):
                         errored += 1
+                        self.samples_errored += 1
+                        if step_error is None:
+                            err = record_error(sc.trajectory, sc.score)
+                            step_error = f"{err.kind}: {err.message}" if err else "no reward"
+                            self.first_error = self.first_error or step_error
                         continue
                     try:
                         samples.append(Sample(sc, trajectory_sequences(sc.trajectory)))
@@ -230,8 +242,11 @@ class Producer:
             "frac_groups_zero_var": dropped_flat / max(sampled, 1),
             "frac_groups_flat": flat / max(sampled, 1),  # all rewards equal, dropped or not
             "samples_errored": float(errored),
+            "samples_total": float(sum(len(r) for r in results_all)),
             "samples_not_trainable": float(not_trainable),
             "sampling_rounds": float(rounds),
             "gen_time_s": time.perf_counter() - t0,
         }
+        if step_error is not None:
+            stats["first_error"] = step_error  # type: ignore[assignment]  # logged with the step, not a number
         return StepBatch(step=step, groups=kept, stats=stats, task_pass_rates=pass_rates)

@@ -4,6 +4,9 @@ Old logprobs are the sampling logprobs the policy returned (the policy that samp
 so no extra forward pass is needed, with any ``num_iterations``; the training forward divides the
 logits by the sampling temperature so that, on policy, the ratio is 1 up to float round-off (logged
 as ``logprob_diff``). Only rows without sampling logprobs get a no-grad forward for them.
+
+An optimizer step whose loss or gradient norm is not finite is skipped: its gradients are dropped
+and neither the optimizer nor the schedule moves (``skipped_optimizer_steps``, ``skip_reason``).
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ def policy_update(
     micro_rows: int = 64,
     share_prefix: bool = True,
     distill: TeacherTerm | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """``num_iterations`` passes of ``minibatches`` optimizer steps over ``rows``; returns metrics.
 
     ``share_prefix``: run each group's shared prompt once per micro-batch (``forward_rows``);
@@ -178,9 +181,12 @@ def policy_update(
         sums[name] = sums.get(name, 0.0) + value * weight
 
     first_pass = True
+    skipped: list[str] = []  # why each skipped optimizer step was skipped
     for _ in range(cfg.num_iterations):
         order = torch.randperm(len(rows), generator=state.generator).tolist()
         for mb in _chunks(order, cfg.minibatches):
+            before = (dict(sums), tokens_seen)  # a skipped step's metrics are not the run's
+            bad_loss: float | None = None
             mb_rows = [rows[i] for i in mb]
             total_tokens = float(sum(r.model_tokens for r in mb_rows))
             total_seqs = float(
@@ -238,8 +244,11 @@ def policy_update(
                 if want_entropy_grad:
                     loss = loss - entropy_coef * (ent * m).sum() / max(total_tokens, 1.0)
                 loss.backward()  # type: ignore[no-untyped-call]
+                loss_value = float(loss.detach())
+                if not math.isfinite(loss_value) and bad_loss is None:
+                    bad_loss = loss_value
                 with torch.no_grad():
-                    add("loss", float(loss), 1.0)
+                    add("loss", loss_value, 1.0)
                     add("entropy", float((ent * m).sum()), 1.0)
                     add("nll", float((-logp * m).sum()), 1.0)
                     add("clip_frac_low", float((pl.clipped_low.float() * m).sum()), 1.0)
@@ -252,7 +261,22 @@ def policy_update(
                 tokens_seen += n_tok
             if dist is not None:
                 dist.sync_grads(net)
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)))
+            norm = float(torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm))
+            # A non-finite loss or gradient never reaches AdamW (whose moments it would poison for
+            # good): the step is skipped, the gradients dropped, the optimizer and schedule untouched.
+            # Under data parallelism the gradients are all-reduced, so every rank sees the same norm.
+            if not math.isfinite(norm) or (bad_loss is not None and dist is None):
+                skipped.append(
+                    f"non-finite loss ({bad_loss!r})"
+                    if bad_loss is not None and dist is None
+                    else f"non-finite gradient norm ({norm!r})"
+                )
+                state.optimizer.zero_grad(set_to_none=True)
+                sums.clear()
+                sums.update(before[0])
+                tokens_seen = before[1]
+                continue
+            grad_norms.append(norm)
             state.optimizer.step()
             state.scheduler.step()
         first_pass = False
@@ -260,7 +284,7 @@ def policy_update(
         sums, tokens_seen = dist.reduce_metrics(sums, tokens_seen)
         dist.finish(model)
     first_tokens = float(sum(r.model_tokens for r in rows))
-    out = {
+    out: dict[str, Any] = {
         k: v / max(tokens_seen, 1.0)
         for k, v in sums.items()
         if k not in ("loss", "ratio_max", "logprob_diff")
@@ -269,9 +293,13 @@ def policy_update(
     out["ratio_max"] = sums.get("ratio_max", 0.0)
     out["logprob_diff"] = sums.get("logprob_diff", 0.0) / max(first_tokens, 1.0)
     out["grad_norm"] = sum(grad_norms) / max(len(grad_norms), 1)
+    out["optimizer_steps"] = float(len(grad_norms))
+    out["skipped_optimizer_steps"] = float(len(skipped))
+    if skipped:
+        out["skip_reason"] = skipped[0]
     out["entropy_coef"] = entropy_coef
     out["lr"] = float(state.optimizer.param_groups[0]["lr"])
-    if state.entropy is not None:
+    if state.entropy is not None and grad_norms and "nll" in out:
         state.last_nll = out["nll"]
         state.entropy.update(out["nll"])
     set_training(model, False)

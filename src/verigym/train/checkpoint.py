@@ -5,7 +5,8 @@ Layout of ``RUN_DIR/checkpoints/step_000010/``: ``model/`` (``save_pretrained``:
 the adapter for LoRA), ``trainer.pt`` (optimizer, scheduler, RNG states, trainer state) and
 ``state.json`` (step, for humans); ``model/`` also holds the training record
 (``verigym_training.json``, ``policies.trained``) when the trainer gives one. ``RUN_DIR/checkpoints/latest`` names the newest one. A
-checkpoint is written to a temporary directory and renamed, so a crash never leaves half of one.
+checkpoint is written to a temporary directory and renamed, so a crash never leaves half of one; a
+model with a NaN or infinite tensor is never written (``check_finite``, before anything is).
 
 What resume needs is kept once. Only the newest checkpoint keeps its ``trainer.pt`` (AdamW's state is
 twice the trainable weights: ~1.1 GB for a 135M model trained in full); the one before keeps its
@@ -25,11 +26,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from verigym._files import write_atomic
+
 if TYPE_CHECKING:
     from verigym.policies.trained import TrainingRecord
 
 __all__ = [
     "REF_DIR",
+    "TrainingHalted",
+    "check_finite",
     "disk_usage",
     "latest_checkpoint",
     "link_model",
@@ -38,6 +43,32 @@ __all__ = [
     "save_checkpoint",
     "set_rng_state",
 ]
+
+
+class TrainingHalted(RuntimeError):
+    """A run that cannot go on honestly, as one line: a model with non-finite weights (never
+    published), too many skipped steps in a row, or a run that never updated the model."""
+
+    exit_code = 2
+
+
+def check_finite(model: Any, what: str) -> None:
+    """Raise ``TrainingHalted`` when any floating-point tensor of ``model``'s state (weights and
+    buffers) holds a NaN or an infinity: such a model is never written. One device sync."""
+    floats = [t for t in model.state_dict().values() if torch.is_tensor(t) and t.is_floating_point()]
+    if not floats:
+        return
+    with torch.no_grad():
+        flags = torch.stack([torch.isfinite(t).all() for t in floats])
+    if bool(flags.all()):
+        return
+    names = [n for n, t in model.state_dict().items() if torch.is_tensor(t) and t.is_floating_point()]
+    first = names[int((~flags).nonzero()[0])]
+    raise TrainingHalted(
+        f"{what}: the model has non-finite weights ({first} holds NaN or inf), so it is not saved; "
+        "lower rl.lr (or sft.lr) or check the rewards"
+    )
+
 
 REF_DIR = "ref"
 """``checkpoints/ref/``: the frozen KL reference of full fine-tuning, written once per run."""
@@ -79,6 +110,7 @@ def save_checkpoint(
     """Write ``checkpoints/step_{step:06d}`` and point ``latest`` at it; keep the newest ``keep``, and
     the resume state (``trainer.pt``) of the newest only. ``ref_model`` is saved once, to ``ref/``;
     ``record`` (what the weights were trained with) goes into ``model/``."""
+    check_finite(model, f"checkpoint step {step}")  # before anything is written: never published
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -104,10 +136,10 @@ def save_checkpoint(
         },
         tmp / "trainer.pt",
     )
-    (tmp / "state.json").write_text(json.dumps({"step": step}) + "\n")
+    write_atomic(tmp / "state.json", json.dumps({"step": step}) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    (root / "latest").write_text(final.name + "\n")
+    write_atomic(root / "latest", final.name + "\n")
     old = sorted(p for p in root.glob("step_*") if p.is_dir() and p != final)
     for p in old[: max(len(old) + 1 - keep, 0)]:
         shutil.rmtree(p, ignore_errors=True)

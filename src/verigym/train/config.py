@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from verigym._files import FileProblem, read_toml
+from verigym._numbers import first_bad_number
 from verigym.graders.penalties import RubricSpec
 from verigym.policies.spec import ModelSpec
 from verigym.tools.mcp_config import ToolsSpec
@@ -259,6 +260,8 @@ class RLConfig(LossConfig, _Strict):
     # pipeline
     queue_size: Annotated[int, Field(gt=0)] = 1
     eval_every: Annotated[int, Field(ge=0)] = 0
+    # a step whose loss, gradient or advantages are not finite is skipped; this many in a row stop the run
+    max_skipped_steps: Annotated[int, Field(gt=0)] = 3
 
     @model_validator(mode="after")
     def _check(self) -> RLConfig:
@@ -349,6 +352,15 @@ class TrainConfig(_Strict):
     rubric: RubricSpec = Field(default_factory=RubricSpec)  # [[rubric.penalties]] for every env
     tools: ToolsSpec = Field(default_factory=ToolsSpec)  # [[tools.mcp]] for every tool env
 
+    @model_validator(mode="after")
+    def _finite(self) -> TrainConfig:
+        """Every number finite and within float32 range (``rl.lr = inf`` or ``1e300`` would train
+        NaN weights): one error naming the key."""
+        bad = first_bad_number(self)
+        if bad is not None:
+            raise ValueError(bad)
+        return self
+
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Set dotted keys (``rl.lr``, ``model.lora.r``) in a raw config dict (copy-on-write)."""
@@ -393,7 +405,7 @@ def build_config(raw: dict[str, Any], *, source: str = "config") -> TrainConfig:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{source}: {key}: {msg}") from None
+        raise ConfigError(f"{source}: {key}: {msg}" if key else f"{source}: {msg}") from None
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> TrainConfig:

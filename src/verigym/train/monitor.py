@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from verigym._files import write_atomic
+from verigym._numbers import json_safe
+
 __all__ = ["MetricsLog", "fit_entropy_law", "read_metrics"]
 
 
@@ -48,11 +51,13 @@ class MetricsLog:
         keep = [
             r for r in read_metrics(self.path) if r.get("phase") != "rl" or int(r.get("step", -1)) <= step
         ]
-        self.path.write_text("".join(json.dumps(r) + "\n" for r in keep))
+        write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in keep))  # unchanged: left alone
 
     def log(self, record: dict[str, Any]) -> None:
+        """Append one line (valid JSON: a non-finite number is written as null) and flush it."""
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
+            f.flush()
         step = int(record.get("step", 0))
         if self._tb is not None:
             for k, v in record.items():

@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from verigym._files import write_atomic, write_json
 from verigym.envs.base import Environment
 from verigym.policies.trained import TrainingRecord, write_record
 from verigym.train._model import load_model
-from verigym.train.checkpoint import disk_usage, latest_checkpoint, link_model
+from verigym.train.checkpoint import TrainingHalted, check_finite, disk_usage, latest_checkpoint, link_model
 from verigym.train.config import ConfigError, TrainConfig, load_config
-from verigym.train.monitor import MetricsLog
+from verigym.train.monitor import MetricsLog, read_metrics
 from verigym.train.report import write_report
 from verigym.train.rl import RUN_CONFIG, Progress, RLTrainer, load_envs, run_config_path
 from verigym.train.samples import Row
@@ -32,6 +33,7 @@ from verigym.train.sft import SFTDataError, load_sft_rows, messages_row, oracle_
 __all__ = [
     "build_sft_rows",
     "final_model",
+    "no_update_reason",
     "prepare_teacher",
     "run_sft",
     "run_train",
@@ -60,6 +62,7 @@ def save_final(model: Any, tokenizer: Any, path: str | Path, record: TrainingRec
     (what the weights were trained with, ``policies.trained``) beside them."""
     from transformers.utils import logging as hf_logging
 
+    check_finite(model, f"the model for {path}")  # a NaN model is never saved
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     hf_logging.disable_progress_bar()  # no "Writing model shards" bars in our own progress display
@@ -121,6 +124,42 @@ def sft_warmup(
     return result
 
 
+def no_update_reason(trainer: RLTrainer, first: int) -> str:
+    """Why steps ``first``.. of ``trainer`` never updated the model: every sample errored (with the
+    first error), every update was skipped as non-finite, or no group had a signal (all rewards
+    equal within each group: the only one of the three that ``run_train`` lets finish, warned)."""
+    steps = trainer.history
+    n = trainer.step - first
+    sampled = sum(int(m.get("samples_total") or 0) for m in steps)
+    errored = sum(int(m.get("samples_errored") or 0) for m in steps)
+    skips = [m["skip_reason"] for m in steps if "skip_reason" in m]
+    head = f"rl: no step of {n} updated the model"
+    if skips:
+        return f"{head}: every update was skipped ({skips[0]})"
+    if sampled and errored >= sampled:
+        first_error = trainer.producer.first_error or "no reason recorded"
+        return f"{head}: all {sampled} samples errored (first: {first_error})"
+    return (
+        f"{head}: no group had a trainable signal ({errored} of {sampled} samples errored; the rest "
+        "got equal rewards within each group)"
+    )
+
+
+def _train_errors(run: Path) -> dict[str, Any]:
+    """The run's training samples (every RL step in ``metrics.jsonl``, so a resumed run counts the
+    steps before it too): ``train_samples``, ``train_samples_errored`` and the first error's reason
+    (``train_first_error``)."""
+    rows = [r for r in read_metrics(run / "metrics.jsonl") if r.get("phase") == "rl"]
+    out: dict[str, Any] = {
+        "train_samples": int(sum(r.get("samples_total") or 0 for r in rows)),
+        "train_samples_errored": int(sum(r.get("samples_errored") or 0 for r in rows)),
+    }
+    first = next((r["first_error"] for r in rows if r.get("first_error")), None)
+    if first is not None:
+        out["train_first_error"] = first
+    return out
+
+
 def _stage(evaluation: dict[str, float], stage: str) -> dict[str, float]:
     """``pass_at_1_STAGE`` and each held-out grader mean as ``eval/ENV/grader/NAME_STAGE``."""
     out = {f"pass_at_1_{stage}": evaluation["eval/pass_at_1"]}
@@ -157,10 +196,14 @@ def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, 
     trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, out_dir=out)
     log = MetricsLog(out / "metrics.jsonl")
     summary = _sft_phase(cfg, model, tokenizer, trainer, log, progress)
-    summary["pass_at_1"] = trainer.evaluate()["eval/pass_at_1"]
+    final = trainer.evaluate()
+    summary["pass_at_1"] = final["eval/pass_at_1"]
+    summary.update(
+        {k: v for k, v in final.items() if k in ("eval/errors", "eval/samples", "eval/first_error")}
+    )
     record = trainer.training_record("sft", summary["steps"])
     summary["model_dir"] = str(save_final(model, tokenizer, out / "sft", record))
-    (out / "sft_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(out / "sft_summary.json", summary)
     return summary
 
 
@@ -216,7 +259,7 @@ def run_train(
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / STAGES).unlink(missing_ok=True)
-        (out / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))  # resumable from here on
+        write_atomic(out / RUN_CONFIG, cfg.model_dump_json(indent=2))  # resumable from here on
         model, tokenizer = load_model(cfg.model)
         trainer = trainer_cls(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
         summary.update(_stage(trainer.evaluate(), "initial"))
@@ -227,12 +270,21 @@ def run_train(
             summary.update(_stage(trainer.evaluate(), "after_sft"))
             record = trainer.training_record("sft", sft["steps"])
             summary["sft_model_dir"] = str(save_final(model, tokenizer, out / "sft", record))
-        (out / STAGES).write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(out / STAGES, summary)
     if on_trainer is not None:
         on_trainer(trainer)
+    first = trainer.step
     trainer.train()
+    no_update = None
+    if trainer.step > first and not trainer.updates:  # broken (every sample errored, every update
+        no_update = no_update_reason(trainer, first)  # skipped) stops the run; no signal is a warning
+        if "errored (first" in no_update or "skipped" in no_update:
+            raise TrainingHalted(no_update)
     final = trainer.evaluate()
     summary.update({"pass_at_1_after_rl": final["eval/pass_at_1"], "steps": trainer.step})
+    summary.update(_train_errors(trainer.out_dir))
+    if no_update:  # all groups flat: the model is the one training started from, and the run says so
+        summary["warning"] = no_update
     summary.update({k: v for k, v in final.items() if k != "eval/pass_at_1"})
     summary["wall_s"] = time.perf_counter() - t0
     model_dir, shared = final_model(trainer)
@@ -240,7 +292,7 @@ def run_train(
     if shared is not None:
         summary["model_files_shared_with"] = str(shared)
     summary.update(disk_usage(trainer.out_dir, summary["model_dir"]))
-    (trainer.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(trainer.out_dir / "summary.json", summary)
     if cfg.logging.report:
         write_report(trainer.out_dir, summary=summary)
     return summary

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from verigym._files import write_json
 from verigym.train.config import TrainConfig, apply_overrides, build_config
 from verigym.train.rl import Progress
 
@@ -100,7 +101,7 @@ def quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = No
         )
     }
     ordered.update({k: v for k, v in summary.items() if k not in ordered})
-    (Path(cfg.out_dir) / "summary.json").write_text(json.dumps(ordered, indent=2) + "\n")
+    write_json(Path(cfg.out_dir) / "summary.json", ordered)
     return ordered
 
 
@@ -153,7 +154,7 @@ def learning_run(
         result["sft_steps"] = sft["steps"]
         if cache is not None:
             torch.save(model.state_dict(), cache)
-            cache.with_suffix(".json").write_text(json.dumps({"sft_steps": sft["steps"]}))
+            write_json(cache.with_suffix(".json"), {"sft_steps": sft["steps"]}, indent=None)
     measure(trainer, "sft")
     sft_weights = copy.deepcopy(model.state_dict())
     t1 = time.perf_counter()

@@ -12,11 +12,11 @@ calls a sampling policy still makes.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from verigym._files import write_json
 from verigym.train.config import TrainConfig
 from verigym.train.quickstart import recipe_config
 from verigym.train.rl import Progress
@@ -83,5 +83,5 @@ def calc_quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None
     first = [f"{m}_{s}" for m in ("pass_at_1", "tool_call_ok") for s in STAGES]
     ordered = {k: summary.get(k) for k in (*first, "sft_steps", "steps", "wall_s")}
     ordered.update({k: v for k, v in summary.items() if k not in ordered})
-    (Path(cfg.out_dir) / "summary.json").write_text(json.dumps(ordered, indent=2) + "\n")
+    write_json(Path(cfg.out_dir) / "summary.json", ordered)
     return ordered

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import torch
 
+from verigym._files import write_atomic
 from verigym.envs.base import Environment
 from verigym.runner import tuned_gc
 from verigym.train import checkpoint as ckpt
@@ -33,6 +35,7 @@ from verigym.train._model import evaluate, load_model
 from verigym.train._produce import EnvSlot, Producer
 from verigym.train._rewards import StepBatch, assign_advantages
 from verigym.train._update import UpdateState, policy_update
+from verigym.train.checkpoint import TrainingHalted
 from verigym.train.config import ConfigError, EnvConfig, TrainConfig
 from verigym.train.distill import Distiller
 from verigym.train.group_filters import DifficultyTracker
@@ -49,6 +52,7 @@ __all__ = [
     "Progress",
     "RLTrainer",
     "TrainerArgs",
+    "TrainingHalted",
     "load_envs",
     "make_scheduler",
     "run_config_path",
@@ -58,7 +62,8 @@ RUN_CONFIG = "train_config.json"
 """The run's config, beside its metrics (not ``config.json``: that name marks a model directory)."""
 
 Progress = Callable[[str, dict[str, Any]], None]
-"""``progress(event, info)``: events ``step`` (info: the step's metrics), ``eval``, ``checkpoint``."""
+"""``progress(event, info)``: events ``step`` (info: the step's metrics), ``eval``, ``checkpoint``,
+``skipped`` (info: ``step``, ``reason``: the step's update was skipped as non-finite)."""
 
 
 def run_config_path(run_dir: str | Path) -> Path | None:
@@ -188,6 +193,8 @@ class RLTrainer:
         if rl.kl_beta > 0 and cfg.model.lora is None:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.step = 0
+        self.updates = 0  # steps of this process that moved the weights
+        self.skipped_in_a_row = 0  # consecutive steps whose update was skipped as non-finite
         self.history: list[dict[str, Any]] = []
         self.pad_id = int(
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -273,29 +280,39 @@ class RLTrainer:
 
     # ---- evaluation ------------------------------------------------------------------------------
 
-    async def evaluate_async(self, *, greedy: bool = False) -> dict[str, float]:
-        """Held-out pass@1 over every environment's test split, and per environment (with each
-        grader's mean, ``eval/ENV/grader/NAME``). ``greedy``: one greedy sample a task, whatever
-        ``[eval]`` samples."""
+    async def evaluate_async(self, *, greedy: bool = False) -> dict[str, Any]:
+        """Held-out pass@1 over every environment's test split (the mean over environments with a
+        scored sample; None when none was scored), and per environment (with each grader's mean,
+        ``eval/ENV/grader/NAME``). ``greedy``: one greedy sample a task, whatever ``[eval]`` samples.
+        ``eval/errors`` of ``eval/samples`` errored, the first one's reason in ``eval/first_error``."""
         e = self.cfg.eval
         if greedy:
             e = e.model_copy(update={"temperature": 0.0, "samples": 1})
         sampling = Sampling(
             temperature=e.temperature, top_p=1.0, max_tokens=self.cfg.sampling.max_tokens, seed=self.cfg.seed
         )
-        out: dict[str, float] = {}
+        out: dict[str, Any] = {}
         scores = []
+        errors = samples = 0.0
+        first_error: str | None = None
         for name, env in self.envs:
             tasks = env.tasks(e.tasks, seed=self.cfg.seed, split="test")
             res = await evaluate(env, self.policy, tasks, sampling=sampling, samples=e.samples, env_name=name)
             out[f"eval/{name}/pass_at_1"] = res["pass_at_1"]
             out[f"eval/{name}/errors"] = res["errors"]
             out.update({f"eval/{name}/{k}": v for k, v in res.items() if k.startswith("grader/")})
-            scores.append(res["pass_at_1"])
-        out["eval/pass_at_1"] = sum(scores) / len(scores)
+            if res["pass_at_1"] is not None:
+                scores.append(res["pass_at_1"])
+            errors += res["errors"]
+            samples += res["samples"]
+            first_error = first_error or res.get("first_error")
+        out["eval/pass_at_1"] = sum(scores) / len(scores) if scores else None
+        out["eval/errors"], out["eval/samples"] = errors, samples
+        if first_error is not None:
+            out["eval/first_error"] = first_error
         return out
 
-    def evaluate(self, *, greedy: bool = False) -> dict[str, float]:
+    def evaluate(self, *, greedy: bool = False) -> dict[str, Any]:
         return asyncio.run(self.evaluate_async(greedy=greedy))
 
     # ---- the loop ----------------------------------------------------------------------------------
@@ -307,6 +324,12 @@ class RLTrainer:
         metrics: dict[str, Any] = {"step": batch.step, "phase": "rl", "policy_version": self.policy.version}
         metrics.update(batch.stats)
         metrics.update(reward_metrics)
+        bad = [r for r in rows if not math.isfinite(r.advantage)]
+        if bad:  # a reward that overflowed after weighting or shaping: never trained on
+            rows = [r for r in rows if math.isfinite(r.advantage)]
+            metrics["rows_nonfinite_advantage"] = float(len(bad))
+            if not rows:
+                metrics["skip_reason"] = f"non-finite advantage on all {len(bad)} rows"
         if rows and self.distiller is not None:
             metrics.update(self.distiller.prepare(rows, batch.step, self.model, self.pad_id))
         if rows:
@@ -327,7 +350,8 @@ class RLTrainer:
             )
             if self.distiller is not None:
                 metrics["distill/teacher_s"] += self.distiller.teacher_s
-            self.policy.version += 1
+            if metrics["optimizer_steps"]:  # every step skipped (non-finite): the weights did not move
+                self.policy.version += 1
         completion_tokens = sum(s.length for g in batch.groups for s in g.samples)
         versions = [
             c.policy_version
@@ -381,7 +405,7 @@ class RLTrainer:
         after the one this run resumes from (where both ``run_async`` loops start)."""
         cfg = self.cfg
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
+        write_atomic(self.out_dir / RUN_CONFIG, cfg.model_dump_json(indent=2))  # unchanged: not rewritten
         log = MetricsLog(
             self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
         )
@@ -395,9 +419,21 @@ class RLTrainer:
         if every and (self.step % every == 0 or self.step == cfg.rl.steps):
             metrics.update(await self.evaluate_async())
             self._emit("eval", metrics)
+        updated = bool(metrics.get("optimizer_steps"))
+        self.updates += updated
+        skipped = not updated and "skip_reason" in metrics
+        self.skipped_in_a_row = self.skipped_in_a_row + 1 if skipped else 0
         log.log(metrics)
         self.history.append(metrics)
         self._emit("step", metrics)
+        if skipped:
+            self._emit("skipped", {"step": self.step, "reason": metrics["skip_reason"]})
+        if self.skipped_in_a_row >= cfg.rl.max_skipped_steps:
+            raise TrainingHalted(
+                f"rl: {self.skipped_in_a_row} steps in a row skipped (step {self.step}: "
+                f"{metrics['skip_reason']}); the run stops (rl.max_skipped_steps = "
+                f"{cfg.rl.max_skipped_steps}): lower rl.lr or check the rewards"
+            )
         ce = cfg.logging.checkpoint_every
         if (ce and self.step % ce == 0) or self.step == cfg.rl.steps:
             self._emit("checkpoint", {"path": str(self.save()), "step": self.step})

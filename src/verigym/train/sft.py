@@ -157,7 +157,10 @@ def sft_train(
             if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == total):
                 last_eval = evaluate()
                 info["eval/pass_at_1"] = last_eval
-                if cfg.target_pass_at_1 is not None and last_eval >= cfg.target_pass_at_1:
+                target = cfg.target_pass_at_1
+                if (
+                    target is not None and last_eval is not None and last_eval >= target
+                ):  # None: nothing scored
                     stopped_early = True
             if on_step is not None:
                 on_step(info)

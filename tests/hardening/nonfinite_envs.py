@@ -1,0 +1,41 @@
+"""Environments for tests/hardening/test_hard_nonfinite.py (loaded by ``file.py:attr`` names).
+
+``OverflowEnv``: arithmetic, graded by two exact-match graders weighted 1e308 each, so a correct
+answer's weighted total overflows to inf. ``ExitEnv``: arithmetic whose harness calls ``sys.exit`` on
+every sample (``every=True``) or on every third rollout."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.rubric import Grader, Rubric
+from verigym.types import Sampling, Task, Trajectory
+
+
+def right(task: Task, trajectory: Trajectory) -> float:
+    return 1.0 if trajectory.final_text.strip() == str(task.answer).strip() else 0.0
+
+
+def also_right(task: Task, trajectory: Trajectory) -> float:
+    return right(task, trajectory)
+
+
+class OverflowEnv(ArithmeticEnv):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rubric = Rubric([Grader(right, weight=1e308), Grader(also_right, weight=1e308)])
+
+
+class ExitEnv(ArithmeticEnv):
+    def __init__(self, every: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.every = every
+        self.calls = 0
+
+    async def rollout(self, task: Task, policy: Any, sampling: Sampling) -> Trajectory:
+        self.calls += 1
+        if self.every or self.calls % 3 == 1:
+            sys.exit(3)
+        return await super().rollout(task, policy, sampling)
