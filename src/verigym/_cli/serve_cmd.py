@@ -29,6 +29,8 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
     path = Path(model_path).expanduser()
     try:
         if path.exists():
+            if path.is_file():
+                check_model_dir(path, f"MODEL_PATH {model_path}")  # "is a file", one line
             found = resolve_model_dir(path) if path.is_dir() else None
             if found is None:
                 fail(f"MODEL_PATH {model_path}: no model here (expected config.json or adapter_config.json)")
@@ -51,6 +53,8 @@ def load_policy(model_path: str, dtype: str | None, device: str | None, max_batc
             policy = LocalPolicy.from_pretrained(
                 model_path, dtype=dtype, device=device, max_batch_rows=max_batch_rows
             )
+    except typer.Exit:
+        raise
     except ModelFileError as exc:
         fail(str(exc))
     except (PolicyError, ValueError) as exc:

@@ -192,6 +192,8 @@ def default_policy(model_path: str | None = None) -> tuple[LocalPolicy, str]:
         model_path = resolve(model_path)  # a catalogue name → its pulled directory (CatalogueError if not)
         path = Path(model_path).expanduser()
         if path.exists():
+            if path.is_file():  # "is a file; a model is a folder", not "no model here"
+                check_model_dir(path, model_path)
             model_dir = resolve_model_dir(path) if path.is_dir() else None
             if model_dir is None:
                 raise ValueError(f"{model_path}: no model here (expected config.json or adapter_config.json)")
