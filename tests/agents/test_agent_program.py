@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from verigym.agents import AgentTask, agent_env
 from verigym.envs.registry import load_env
-from verigym.policies import tiny
 from verigym.policies.local import LocalPolicy
 from verigym.train.samples import trajectory_sequences
 from verigym.types import Sampling
@@ -24,17 +21,9 @@ from verigym.types import Sampling
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory: pytest.TempPathFactory) -> LocalPolicy:
-    return LocalPolicy.from_pretrained(tiny.create("tiny", tmp_path_factory.mktemp("m") / "model", seed=0))
+def policy(tiny_dir: Path) -> LocalPolicy:
+    return LocalPolicy.from_pretrained(tiny_dir)
 
 
 SAMPLING = Sampling(temperature=1.0, max_tokens=24, seed=7)

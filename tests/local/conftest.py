@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from verigym.policies import tiny
-
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Sub-million-parameter models only lose from intra-op threads (barrier waits on a busy machine);
-    the previous setting is restored after each module, so other test areas are unaffected."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny.create("tiny", tmp_path_factory.mktemp("tiny") / "model", seed=0)
+def _one_torch_thread(one_torch_thread: None) -> None:
+    """One torch thread for each module here (``tests/conftest.py``)."""
 
 
 @pytest.fixture(scope="session")

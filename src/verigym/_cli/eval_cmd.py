@@ -276,7 +276,7 @@ def register(app: typer.Typer) -> None:
         penalty: list[str] | None = _flag("--penalty", help=PENALTY_HELP),
         agent: str | None = _flag("--agent", help=AGENT_HELP),
         agent_cmd: str | None = _flag("--agent-cmd", help=AGENT_CMD_HELP),
-        agent_timeout: float | None = _flag(
+        agent_timeout_s: float | None = _flag(
             "--agent-timeout", help="Wall-clock limit of one run of the agent program, seconds (default 300)."
         ),
         on_error: str | None = _flag("--on-error", help=ON_ERROR_HELP),
@@ -305,7 +305,7 @@ def register(app: typer.Typer) -> None:
             "env_args": env_args,
             "agent": agent,
             "agent_cmd": agent_cmd,
-            "agent_timeout_s": agent_timeout,
+            "agent_timeout_s": agent_timeout_s,
             "on_error": on_error,
         }
         if suite is not None:  # one scorecard over a named set of environments

@@ -13,9 +13,7 @@ import time
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.exceptions import HTTPException
+from fastapi.responses import StreamingResponse
 
 from verigym.gateway._mcp import SessionTools, add_mcp_route
 from verigym.gateway._policy_app import create_policy_app
@@ -25,13 +23,12 @@ from verigym.gateway._sessions import RecordedCall, Session, Sessions
 from verigym.policies.base import Policy
 from verigym.policies.local import LocalPolicy
 from verigym.serve.wiring import (
-    ApiError,
     ChatRequest,
     Guard,
     ServeLimits,
     add_dialect_routes,
+    add_error_handlers,
     disconnect,
-    error_body,
 )
 from verigym.types import Sampling, Task
 
@@ -54,32 +51,7 @@ def create_gateway_app(
     app.add_middleware(SessionRouter, sessions=sessions)
     app.add_middleware(Guard, api_key=None, max_body_bytes=limits.max_body_bytes)  # outermost
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        body = error_body(str(exc), exc.type, exc.param, exc.code)
-        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        if first.get("type") == "json_invalid":
-            return JSONResponse(
-                error_body("the request body is not valid JSON", "invalid_request_error"), 400
-            )
-        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
-        return JSONResponse(
-            error_body(f"{'.'.join(loc) or 'body'}: {msg}", "invalid_request_error", ".".join(loc) or None),
-            400,
-        )
-
-    @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(exc.detail), "invalid_request_error"), exc.status_code)
-
-    @app.exception_handler(Exception)
-    async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(error_body(f"internal error: {exc}", "server_error"), 500)
+    add_error_handlers(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

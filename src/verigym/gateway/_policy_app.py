@@ -15,14 +15,14 @@ import json
 import time
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from verigym.envs.base import _EPISODE_TASK
 from verigym.gateway._recording import CURRENT, apply
 from verigym.gateway._sessions import RecordedCall, Sessions
 from verigym.policies.base import Policy, PolicyError
-from verigym.serve.wiring import ApiError, ChatRequest, error_body
+from verigym.serve.wiring import ApiError, ChatRequest, add_error_handlers, error_body
 from verigym.types import Completion, Message, Sampling
 
 __all__ = ["create_policy_app"]
@@ -33,10 +33,7 @@ def create_policy_app(policy: Policy, sessions: Sessions, *, name: str | None = 
     app = FastAPI(title="verigym gateway", docs_url=None, redoc_url=None, openapi_url=None)
     served = name or policy.name
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        body = error_body(str(exc), exc.type, exc.param, exc.code)
-        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+    add_error_handlers(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

@@ -41,7 +41,7 @@ from verigym.serve._handler import Handler
 from verigym.serve._weights import AdapterDir, add_weight_routes
 from verigym.serve._wire import ApiError, ChatRequest, CompletionRequest, error_body
 
-__all__ = ["RunningServer", "create_app", "serve", "spawn_server"]
+__all__ = ["RunningServer", "add_error_handlers", "create_app", "serve", "spawn_server"]
 
 _KEY_VAR = "VERIGYM_SERVE_API_KEY"  # how ``spawn_server`` hands its server the key
 
@@ -69,31 +69,7 @@ def create_app(
         Guard, api_key=None if api_key is None else ApiKey(api_key), max_body_bytes=limits.max_body_bytes
     )
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        body = error_body(str(exc), exc.type, exc.param, exc.code)
-        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        if first.get("type") == "json_invalid":
-            return JSONResponse(
-                error_body("the request body is not valid JSON", "invalid_request_error"), 400
-            )
-        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
-        message = f"{'.'.join(loc) or 'body'}: {msg}"
-        return JSONResponse(error_body(message, "invalid_request_error", ".".join(loc) or None), 400)
-
-    @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        message = _UNPARSED.get(type(exc.__cause__), str(exc.detail))  # FastAPI's "error parsing the body"
-        return JSONResponse(error_body(message, "invalid_request_error"), exc.status_code)
-
-    @app.exception_handler(Exception)
-    async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(error_body(f"internal error: {exc}", "server_error"), 500)
+    add_error_handlers(app)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -131,6 +107,37 @@ _UNPARSED = {
     UnicodeDecodeError: "the request body is not valid UTF-8",
     RecursionError: "the request body is nested too deeply to parse",
 }
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """OpenAI-style ``{"error": ...}`` bodies for ``ApiError``s, invalid bodies (400 naming the field),
+    unparsable bodies and crashes (500), on ``app`` (serve's and the gateway's)."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        body = error_body(str(exc), exc.type, exc.param, exc.code)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        if first.get("type") == "json_invalid":
+            return JSONResponse(
+                error_body("the request body is not valid JSON", "invalid_request_error"), 400
+            )
+        msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        message = f"{'.'.join(loc) or 'body'}: {msg}"
+        return JSONResponse(error_body(message, "invalid_request_error", ".".join(loc) or None), 400)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        message = _UNPARSED.get(type(exc.__cause__), str(exc.detail))  # FastAPI's "error parsing the body"
+        return JSONResponse(error_body(message, "invalid_request_error"), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(error_body(f"internal error: {exc}", "server_error"), 500)
 
 
 async def _disconnect(request: Request) -> None:

@@ -6,6 +6,7 @@ A public module so that packages outside ``serve`` can import these without reac
 modules; nothing here is new, each name is the one its own module defines.
 """
 
+from verigym.serve._app import add_error_handlers
 from verigym.serve._dialects import add_dialect_routes
 from verigym.serve._generation import disconnect
 from verigym.serve._guard import Guard, ServeLimits
@@ -23,6 +24,7 @@ __all__ = [
     "Handler",
     "ServeLimits",
     "add_dialect_routes",
+    "add_error_handlers",
     "anthropic_error",
     "disconnect",
     "error_body",
