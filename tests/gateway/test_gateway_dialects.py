@@ -97,7 +97,7 @@ def _tool_call(rec: RecordedCall) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_forced_tool_calls_are_recorded_in_every_dialect(gateway: Gateway, stream: bool) -> None:
-    s = gateway.open(Sampling(temperature=0.0, max_tokens=80))
+    s = gateway.open(Sampling(temperature=0.0, max_tokens=400))  # room for up to 4 calls with their whitespace
     messages = [{"role": "user", "content": "417*823="}]
     chat_args: dict[str, Any] = {"tools": [CHAT_TOOL], "tool_choice": "required", "stream": stream}
     chat = _openai(s).chat.completions.create(model="tiny", messages=messages, **chat_args)  # type: ignore[arg-type]
@@ -114,7 +114,7 @@ def test_forced_tool_calls_are_recorded_in_every_dialect(gateway: Gateway, strea
         "tool_choice": {"type": "any"},
         "stream": stream,
     }
-    m = _anthropic(s).messages.create(model="tiny", max_tokens=80, messages=messages, **msg_args)  # type: ignore[arg-type]
+    m = _anthropic(s).messages.create(model="tiny", max_tokens=400, messages=messages, **msg_args)  # type: ignore[arg-type]
     if stream:
         list(m)
     recs = gateway.close(s.id)

@@ -289,10 +289,10 @@ def test_tool_choice_forces_tool_use(tiny_url: str, choice: dict[str, Any]) -> N
     }
     m = _client(tiny_url).messages.create(
         model="tiny",
-        max_tokens=80,
+        max_tokens=200,
         messages=[{"role": "user", "content": QUESTION}],
         tools=[{"name": "calc", "input_schema": schema}],
-        tool_choice=choice,  # type: ignore[arg-type]
+        tool_choice={**choice, "disable_parallel_tool_use": True},  # type: ignore[arg-type]
         extra_body=GREEDY,
     )
     assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["tool_use"]

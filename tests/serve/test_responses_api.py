@@ -299,10 +299,14 @@ ENUM_SCHEMA = {
 def test_tool_choice_forces_the_call(tiny_url: str, choice: Any) -> None:
     tool = {"type": "function", "name": "calc", "parameters": ENUM_SCHEMA, "strict": True}
     args: dict[str, Any] = {"model": "tiny", "input": QUESTION, "tools": [tool], "tool_choice": choice}
-    r = _client(tiny_url).responses.create(max_output_tokens=80, temperature=0, **args)
+    r = _client(tiny_url).responses.create(
+        max_output_tokens=200, temperature=0, parallel_tool_calls=False, **args
+    )
     assert [(o.type, getattr(o, "arguments", None)) for o in r.output] == [("function_call", ARGS)]
     events = list(
-        _client(tiny_url).responses.create(max_output_tokens=80, temperature=0, stream=True, **args)
+        _client(tiny_url).responses.create(
+            max_output_tokens=200, temperature=0, parallel_tool_calls=False, stream=True, **args
+        )
     )
     assert events[-1].type == "response.completed" and events[-1].response.output[0].type == "function_call"  # type: ignore[union-attr]
 

@@ -47,6 +47,11 @@ __all__ = ["MAX_PARALLEL", "Constraint", "Grammars", "Masks", "constraint_kind"]
 
 MAX_PARALLEL = 4  # the most calls a forced reply may hold when parallel tool calls are allowed
 _SEPARATORS = (", ", ": ")  # JSON as ``json.dumps`` writes it: what models have read most
+# A forced call's JSON may hold up to this much whitespace between tokens: SmolLM2 writes its calls as
+# ``<tool_call>[\n{...},\n{...}\n]</tool_call>``; forced into compact JSON it lost the thread and
+# rambled inside the argument string (4 of 24 calc prompts cut at 160 tokens, expressions garbled),
+# with its own layout it wrote the asked expression. Bounded, so whitespace cannot loop.
+_CALL_WS = 4
 _CACHE = 64  # compiled grammars kept per tokenizer
 
 
@@ -240,8 +245,10 @@ def _tool_grammar(tools: list[dict[str, Any]], parallel: bool, tool_format: str)
     def lit(text: str) -> Any:
         return xgr.Grammar.from_ebnf(f"root ::= {json.dumps(text)}")
 
-    def schema_grammar(schema: dict[str, Any]) -> Any:
-        return xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False, separators=_SEPARATORS)
+    def schema_grammar(schema: dict[str, Any]) -> Any:  # the layout the model was trained on is allowed
+        return xgr.Grammar.from_json_schema(
+            json.dumps(schema), any_whitespace=True, max_whitespace_cnt=_CALL_WS
+        )
 
     most = MAX_PARALLEL if parallel else 1
     if tool_format in ("smollm2", "mistral"):  # one JSON list of call objects
