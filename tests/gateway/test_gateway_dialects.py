@@ -97,7 +97,8 @@ def _tool_call(rec: RecordedCall) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_forced_tool_calls_are_recorded_in_every_dialect(gateway: Gateway, stream: bool) -> None:
-    s = gateway.open(Sampling(temperature=0.0, max_tokens=400))  # room for up to 4 calls with their whitespace
+    # room for up to 4 calls with the whitespace a forced call may hold
+    s = gateway.open(Sampling(temperature=0.0, max_tokens=400))
     messages = [{"role": "user", "content": "417*823="}]
     chat_args: dict[str, Any] = {"tools": [CHAT_TOOL], "tool_choice": "required", "stream": stream}
     chat = _openai(s).chat.completions.create(model="tiny", messages=messages, **chat_args)  # type: ignore[arg-type]
