@@ -161,9 +161,10 @@ class Sampling(_Frozen):
     # Structured outputs, as OpenAI spells them (enforced by a grammar in the local engine, passed on to
     # a server): ``{"type": "json_object"}`` / ``{"type": "json_schema", "json_schema": {...}}``, and
     # ``"auto" | "none" | "required" | {"type": "function", "function": {"name": ...}}``.
-    response_format: dict[str, Any] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool = True
+    # (left out of a record while unset, so the logs of runs that use none of them stay as they were)
+    response_format: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    tool_choice: str | dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    parallel_tool_calls: bool = Field(default=True, exclude_if=lambda v: v is True)
 
 
 class Usage(_Frozen):
@@ -210,7 +211,7 @@ class Completion(_Frozen):
     malformed: tuple[str, ...] = ()
     # the grammar the sample was drawn under ("json_object", "json_schema", "tool_call"; None: none): its
     # ids and logprobs are those of the constrained distribution (``policies.local._grammar``)
-    constrained: str | None = None
+    constrained: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def as_message(self) -> Message:
         return Message(role="assistant", content=self.text, tool_calls=self.tool_calls)

@@ -72,7 +72,7 @@ def masked_lines(path: Path) -> list[bytes]:
 
 
 def masked_summary(path: Path) -> dict[str, Any]:
-    summary = json.loads(path.read_text())
+    summary = json.loads(_PORT.sub(b"127.0.0.1:PORT", path.read_bytes()))
     return {k: v for k, v in summary.items() if "wall" not in k and "per_s" not in k}
 
 

@@ -97,22 +97,31 @@ def _tool_call(rec: RecordedCall) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_forced_tool_calls_are_recorded_in_every_dialect(gateway: Gateway, stream: bool) -> None:
-    # room for up to 4 calls with the whitespace a forced call may hold
-    s = gateway.open(Sampling(temperature=0.0, max_tokens=400))
+    s = gateway.open(Sampling(temperature=0.0, max_tokens=400))  # one call each, with its whitespace
     messages = [{"role": "user", "content": "417*823="}]
-    chat_args: dict[str, Any] = {"tools": [CHAT_TOOL], "tool_choice": "required", "stream": stream}
+    chat_args: dict[str, Any] = {
+        "tools": [CHAT_TOOL],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "stream": stream,
+    }
     chat = _openai(s).chat.completions.create(model="tiny", messages=messages, **chat_args)  # type: ignore[arg-type]
     if stream:
         list(chat)
     tool = {"type": "function", "name": "calc", "parameters": SCHEMA, "strict": True}
     named = {"type": "function", "name": "calc"}
-    resp_args: dict[str, Any] = {"tools": [tool], "tool_choice": named, "stream": stream}
+    resp_args: dict[str, Any] = {
+        "tools": [tool],
+        "tool_choice": named,
+        "parallel_tool_calls": False,
+        "stream": stream,
+    }
     r = _openai(s).responses.create(model="tiny", input="417*823=", **resp_args)
     if stream:
         list(r)
     msg_args: dict[str, Any] = {
         "tools": [{"name": "calc", "input_schema": SCHEMA}],
-        "tool_choice": {"type": "any"},
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
         "stream": stream,
     }
     m = _anthropic(s).messages.create(model="tiny", max_tokens=400, messages=messages, **msg_args)  # type: ignore[arg-type]
