@@ -139,17 +139,8 @@ def write_atomic(path: str | Path, data: str | bytes, *, encoding: str = "utf-8"
             return False
     except OSError:  # missing (or unreadable: the replace below says why)
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with open_atomic(path, text=False) as fh:
+        fh.write(raw)
     return True
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from verigym.agents import agent_env
 from verigym.envs.base import Environment
 from verigym.envs.calc import CalcEnv, calc
 from verigym.envs.registry import load_env
-from verigym.policies import tiny
 from verigym.policies.local import LocalPolicy
 from verigym.types import Message, Sampling, Task, Trajectory
 
@@ -43,19 +41,6 @@ PROGRAMS: dict[str, dict[str, str]] = {
     "langgraph": {"agent": f"{EXAMPLES / 'langgraph_agent.py'}:agent"},
     "command": {"agent_cmd": f"{sys.executable} {EXAMPLES / 'cli_agent.py'}"},
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tiny.create("tiny", tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "verigym"
 
 # module (relative to src/verigym) -> why its in-place writes are not run files
 ALLOWED = {
-    "_files.py": "the helper itself",
     "graders/code/_worker.py": "the sandboxed child's own stdout/stderr and scratch files",
     "graders/code/_sandbox_io.py": "scratch files inside a throwaway sandbox folder",
     "graders/code/_cgroup.py": "cgroup control files (kernel interfaces, not files)",
