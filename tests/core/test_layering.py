@@ -38,9 +38,11 @@ LAYERS: dict[str, int] = {
     "_numbers": 1,  # finite, float32-range config numbers; JSON without Infinity/NaN; imports nothing of verigym
     "_model_files": 1,  # a model folder checked before loading, load failures as one line; nothing of verigym
     "_pass_at_k": 1,  # pass@k defined once, for eval's summary and train's held-out pass@1; imports nothing of verigym  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
-    "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports nothing of verigym
+    "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports only _http_server of verigym
+    "_http_server": 1,  # uvicorn with read deadlines and a connection cap for every server; nothing of verigym
     "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
+    "record": 1,  # the typed, versioned run record (header, summaries, the one fold, read_run); types only
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym
     "tools": 2,
     "mcp_tools": 2,  # re-exports tools._mcp under its old path
