@@ -55,10 +55,11 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str], limit: float
 
 
 def comparable(summary: dict[str, object]) -> dict[str, object]:
-    return {k: v for k, v in summary.items() if k != "wall_s"}
+    """The numbers of a summary: not its wall time, nor its run header (which invocation wrote it)."""
+    return {k: v for k, v in summary.items() if k not in ("wall_s", "run")}
 
 
-def test_eval_writes_four_files_and_passes_env_args(tmp_path: Path) -> None:
+def test_eval_writes_its_five_files_and_passes_env_args(tmp_path: Path) -> None:
     with FakeServer() as srv:
         code, out = cli(
             ENV,
@@ -89,6 +90,7 @@ def test_eval_writes_four_files_and_passes_env_args(tmp_path: Path) -> None:
         "config.json",
         "report.html",
         "results.jsonl",
+        "run.json",
         "summary.json",
     ]
     summary = json.loads((run / "summary.json").read_text())

@@ -5,7 +5,8 @@ has already checked, an inline grader); the log a user reads must not change wit
 file was written by the engine before that work (``python tests/eval/test_eval_log_format.py
 --write`` regenerates it); the run below goes through the real client against a real local
 server with retries, a permanent error, token ids, logprobs and a multi-grader rubric. Only
-timings (``started_at``, ``wall_s``) and the server's port are masked.
+timings (``started_at``, ``wall_s``) and the server's port are masked; of ``summary.json``'s run
+header (``verigym.record``) the versions, revision and times are left out.
 """
 
 from __future__ import annotations
@@ -71,8 +72,18 @@ def masked_lines(path: Path) -> list[bytes]:
     return sorted(lines, key=lambda line: (json.loads(line)["task_id"], json.loads(line)["sample_index"]))
 
 
+_HEADER_KEPT = ("format_version", "kind", "seeds", "resumed")  # the rest: this machine, this moment
+_CONFIG_KEPT = ("env", "num_tasks", "samples_per_task", "concurrency", "seed", "max_tokens")  # as set
+
+
 def masked_summary(path: Path) -> dict[str, Any]:
+    """The summary without timings and the port; of its run header (``verigym.record``) the fields
+    that do not depend on the machine or the moment, and of its config the options the run set."""
     summary = json.loads(_PORT.sub(b"127.0.0.1:PORT", path.read_bytes()))
+    run = summary.get("run")
+    if isinstance(run, dict):
+        config = {k: run["config"][k] for k in _CONFIG_KEPT}
+        summary["run"] = {**{k: run[k] for k in _HEADER_KEPT}, "config": config}
     return {k: v for k, v in summary.items() if "wall" not in k and "per_s" not in k}
 
 

@@ -1,4 +1,5 @@
-"""An eval run on disk: results streamed to ``results.jsonl``, then ``summary.json`` and ``report.html``.
+"""An eval run on disk: ``run.json`` (the run header, ``verigym.record``) and results streamed to
+``results.jsonl``, then ``summary.json`` (with the header) and ``report.html``.
 
 ``evaluate`` is what ``verigym eval`` calls once it has an environment, a policy and tasks; it
 prints nothing (progress goes through ``on_record``). A resumed run keeps finished records,
@@ -24,10 +25,19 @@ from verigym.eval.metrics import Aggregate
 from verigym.eval.report import Examples
 from verigym.eval.store import ResultsWriter, iter_latest, iter_records, prepare_resume
 from verigym.policies.base import Policy
+from verigym.record import (
+    RUN_FILE,
+    RunFormatError,
+    RunHeader,
+    new_header,
+    read_run,
+    with_header,
+    write_header,
+)
 from verigym.runner import run_rollouts
 from verigym.types import Record, Task
 
-__all__ = ["EvalResult", "Tally", "evaluate", "finish", "results_path"]
+__all__ = ["EvalResult", "Tally", "check_resumable", "eval_header", "evaluate", "finish", "results_path"]
 
 
 class _RunFile:
@@ -58,6 +68,7 @@ class EvalResult:
     summary_file = _RunFile("summary.json")
     report_file = _RunFile("report.html")
     config_file = _RunFile("config.json")
+    run_file = _RunFile(RUN_FILE)
 
 
 def results_path(out: str | Path) -> Path:
@@ -100,6 +111,21 @@ class Tally:
         return self._env.summary_metrics(self._tasks, self.metrics.grader_scores())
 
 
+def eval_header(config: EvalConfig, *, resumed: bool = False) -> RunHeader:
+    """The run header of an eval starting now (``run.json``; ``summary.json``'s ``run``)."""
+    return new_header("eval", config.model_dump(mode="json"), seeds={"seed": config.seed}, resumed=resumed)
+
+
+def check_resumable(out: Path) -> None:
+    """``ConfigError`` (one line) when the run in ``out`` was written in a run-record format this
+    verigym does not read (a newer ``format_version``): resuming it would mix two formats."""
+    if (out / RUN_FILE).is_file() or (out / "summary.json").is_file():
+        try:
+            read_run(out)
+        except RunFormatError as exc:
+            raise ConfigError(f"--resume: {exc}") from None
+
+
 def finish(
     out: Path,
     config: EvalConfig,
@@ -108,11 +134,13 @@ def finish(
     wall_s: float | None,
     tally: Tally | None = None,
     env: Environment | None = None,
+    header: RunHeader | None = None,
 ) -> dict[str, Any]:
-    """Write ``summary.json`` and ``report.html`` of the run in ``out`` and return the summary.
+    """Write ``summary.json`` and ``report.html`` of the run in ``out`` and return the summary (as written).
 
     Without ``tally`` it is rebuilt by streaming ``results.jsonl`` (the latest line of each key);
-    ``env`` then adds its own metrics (``Environment.summary_metrics``).
+    ``env`` then adds its own metrics (``Environment.summary_metrics``). ``summary.json`` and
+    ``run.json`` carry ``header`` (a new one when not given), marked finished after ``wall_s``.
     """
     if tally is None:
         tally = Tally(tasks, config, env)
@@ -132,7 +160,10 @@ def finish(
         summary["env_metrics"] = extra
     from verigym.eval.report import write_report
 
-    write_json(out / "summary.json", summary)  # valid JSON: a non-finite number is null, its path listed
+    ended = (header or eval_header(config)).finished(wall_s)
+    write_header(out, ended)
+    written = with_header(summary, ended)
+    write_json(out / "summary.json", written)  # valid JSON: a non-finite number is null, its path listed
     write_report(
         out / "report.html",
         summary,
@@ -141,7 +172,7 @@ def finish(
         examples=tally.examples.chosen(),
         error_examples={kind: message for kind, (_, message) in tally.metrics.error_examples.items()},
     )
-    return summary
+    return written
 
 
 async def evaluate(
@@ -167,6 +198,7 @@ async def evaluate(
     path = results_path(out)
     tally = Tally(tasks, config, env)
     if resume:
+        check_resumable(out)
         group = config.samples_per_task if env.rubric.has_group_graders else None
         kept = prepare_resume(path, whole_groups_of=group)
         skip = {k for k in kept if tally.wanted(*k)}
@@ -182,6 +214,8 @@ async def evaluate(
     write_config_json(
         out, config, policy=policy_description or name, extra={"tasks": len(tasks), "resumed": resume}
     )
+    header = eval_header(config, resumed=resume)
+    write_header(out, header)
     if on_start is not None:
         on_start(tally.n_expected, len(skip))
     start = time.perf_counter()
@@ -207,5 +241,5 @@ async def evaluate(
             keep_records=False,  # they are on disk and in the tally
         )
         written = writer.written
-    summary = finish(out, config, tasks, wall_s=time.perf_counter() - start, tally=tally)
+    summary = finish(out, config, tasks, wall_s=time.perf_counter() - start, tally=tally, header=header)
     return EvalResult(out=out, summary=summary, written=written, skipped=len(skip))

@@ -3,7 +3,7 @@
 * ``RunHeader`` (``run.json``, and ``summary.json``'s ``run``): kind, config, package versions, git
   revision, start time, wall time, seeds; ``FORMAT_VERSION`` is the format this verigym writes.
 * ``EvalSummary``, ``TrainSummary``, ``SelectSummary``: the typed ``summary.json`` of each kind.
-* ``Aggregate`` / ``summarize``: the record -> summary fold (pass@k, reward mean and CI, errors by
+* ``Aggregate`` / ``fold`` / ``summarize``: the record -> summary fold (pass@k, reward mean and CI, errors by
   kind, grader means, tokens), written once and used by eval, train's held-out eval and select.
 * ``read_run(path)``: the ``RunRecord`` of a folder of any kind, old unversioned runs included; a
   newer ``format_version`` is one ``RunFormatError`` line. ``write_header`` / ``with_header`` write.
@@ -12,7 +12,7 @@ The format and its version policy: ``docs/run-record.md``. This package stands o
 (layer 1), so every layer above can read and write run records.
 """
 
-from verigym.record._fold import Aggregate, bootstrap_ci, summarize
+from verigym.record._fold import Aggregate, bootstrap_ci, fold, summarize
 from verigym.record._header import (
     FORMAT_VERSION,
     RUN_FILE,
@@ -47,6 +47,7 @@ __all__ = [
     "TrainSummary",
     "bootstrap_ci",
     "check_format_version",
+    "fold",
     "git_revision",
     "new_header",
     "package_versions",

@@ -7,7 +7,7 @@ first error, reward mean and its bootstrap CI, pass@k, grader means, penalties, 
   records arrive (a resumed run folds exactly like an uninterrupted one). ``summary()`` is
   ``summary.json``'s numbers (``verigym eval``); ``headline()`` the few a trainer's held-out eval
   logs; ``first_unscored`` and ``first_error`` the line that says why samples were not scored.
-- ``summarize(records)``: ``Aggregate`` over a list, in list order.
+- ``fold(records)``: ``Aggregate`` over records in the order given; ``summarize(records)`` its summary.
 - ``bootstrap_ci``: a percentile bootstrap (Efron & Tibshirani 1993). With ``groups`` it is a
   cluster bootstrap that resamples whole tasks, since samples of one task are correlated.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ import numpy as np
 from verigym._pass_at_k import SUCCESS_THRESHOLD, pass_table
 from verigym.types import Record
 
-__all__ = ["Aggregate", "bootstrap_ci", "summarize"]
+__all__ = ["Aggregate", "bootstrap_ci", "fold", "summarize"]
 
 
 _DRAWS_PER_CHUNK = 1 << 17
@@ -298,6 +298,21 @@ def _in_order(orders: array[int], values: array[float]) -> list[float]:
     return np.asarray(values, dtype=float)[idx].tolist()  # type: ignore[no-any-return]
 
 
+def fold(
+    records: Iterable[Record],
+    *,
+    samples_per_task: int | None = None,
+    success_threshold: float = SUCCESS_THRESHOLD,
+    seed: int = 0,
+) -> Aggregate:
+    """``Aggregate`` of ``records`` in the order given (tasks numbered by first appearance)."""
+    aggregate = Aggregate(samples_per_task=samples_per_task, success_threshold=success_threshold, seed=seed)
+    tasks: dict[str, int] = {}
+    for order, record in enumerate(records):
+        aggregate.add(record, order, tasks.setdefault(record.task_id, len(tasks)))
+    return aggregate
+
+
 def summarize(
     records: Sequence[Record],
     *,
@@ -313,8 +328,7 @@ def summarize(
     k = 1..K (K = ``samples_per_task``, default the most samples of any task) is averaged over the
     tasks with at least k scored samples; errored samples are left out of n.
     """
-    aggregate = Aggregate(samples_per_task=samples_per_task, success_threshold=success_threshold, seed=seed)
-    tasks: dict[str, int] = {}
-    for order, record in enumerate(records):
-        aggregate.add(record, order, tasks.setdefault(record.task_id, len(tasks)))
+    aggregate = fold(
+        records, samples_per_task=samples_per_task, success_threshold=success_threshold, seed=seed
+    )
     return aggregate.summary(wall_s)

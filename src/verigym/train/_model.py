@@ -6,12 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from verigym._model_files import ModelFileError, check_model_dir, load_error
-from verigym._pass_at_k import SUCCESS_THRESHOLD, pass_table
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
+from verigym.record import fold
 from verigym.runner import run_rollouts
 from verigym.train.config import LoraConfig, ModelConfig
 from verigym.types import Sampling, Task
@@ -102,7 +100,7 @@ async def evaluate(
     over tasks; with one sample per task, the share of tasks solved; None when no sample was scored,
     never a 0 that nothing measured), mean reward (None likewise), the error count (``errors``, of
     ``samples``, with ``first_error``) and the mean of each grader (``grader/NAME``, over the samples
-    without an error)."""
+    without an error; None when none was), all from ``verigym.record``'s fold, as ``verigym eval``'s."""
     records = await run_rollouts(
         env,
         policy,
@@ -113,21 +111,16 @@ async def evaluate(
         env_name=env_name,
         model_name=policy.name,
     )
-    ok = [r for r in records if r.error is None and r.score.reward is not None]
-    rewards = [float(r.score.reward) for r in ok if r.score.reward is not None]
-    task_of: dict[str, int] = {}
-    task_index = np.asarray([task_of.setdefault(r.task_id, len(task_of)) for r in ok], dtype=np.int64)
-    correct = np.asarray(rewards, dtype=float) >= SUCCESS_THRESHOLD
+    folded = fold(records, samples_per_task=samples).headline()  # the eval summary's own fold
     out: dict[str, Any] = {
-        "pass_at_1": pass_table(correct, task_index, 1)["1"],  # None: nothing scored
-        "reward": sum(rewards) / len(rewards) if rewards else None,
-        "errors": float(len(records) - len(ok)),
-        "samples": float(len(records)),
+        "pass_at_1": folded["pass_at_1"],  # None: nothing scored
+        "reward": folded["reward_mean"],
+        "errors": float(folded["n_errors"]),
+        "samples": float(folded["n_samples"]),
     }
-    first = next((r.error for r in records if r.error is not None), None)
-    if len(ok) < len(records):
-        out["first_error"] = f"{first.kind}: {first.message}" if first is not None else "no reward"
+    if "first_error" in folded:
+        out["first_error"] = folded["first_error"]
+    means = folded["grader_means"]
     for name in env.rubric.names:
-        scores = [r.score.grades[name].score for r in ok if name in r.score.grades]
-        out[f"grader/{name}"] = sum(scores) / max(len(scores), 1)
+        out[f"grader/{name}"] = means.get(name)  # None: no scored sample was graded by it
     return out
