@@ -78,6 +78,7 @@ _COMMAND_MODULES = (
     "envs_cmd",
     "models_cmd",
     "serve_cmd",
+    "envserver_cmd",
     "verifier_cmd",
     "train_cmd",
     "select_cmd",

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "serve": 4,
     "gateway": 4,  # serve's app, recording per rollout session
     "agents": 4,  # an agent program as a harness: envs + the gateway
+    "envserver": 4,  # environments served over HTTP (OpenEnv, ORS): envs + runner
     "eval": 5,
     "train": 5,
     "data": 5,

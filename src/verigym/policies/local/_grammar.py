@@ -14,7 +14,8 @@ What is enforced (OpenAI's semantics, as vLLM and SGLang enforce them):
     allows exactly one call, otherwise up to ``MAX_PARALLEL``.
 
 After the grammar is complete only the end-of-sequence tokens are allowed, so a constrained row ends as
-soon as its output is whole (or at ``max_tokens``, like any row: then it is cut and says ``length``).
+soon as its output is whole. A row that nears its ``max_tokens`` is steered to close its structure in
+the tokens it has left (``_closing``); one that cannot be closed in time is cut and says ``length``.
 
 **The engine.** xgrammar (Dong et al., 2024, "XGrammar: Flexible and Efficient Structured Generation
 Engine for Large Language Models"; vLLM's and SGLang's default). Chosen over llguidance after measuring
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verigym.policies.base import PolicyError
+from verigym.policies.local._closing import Closer
 
 __all__ = ["MAX_PARALLEL", "Constraint", "Grammars", "Masks", "constraint_kind"]
 
@@ -62,6 +64,7 @@ class Constraint:
     kind: str  # "json_object", "json_schema" or "tool_call"
     compiled: Any  # xgrammar.CompiledGrammar
     stop_ids: tuple[int, ...]
+    closer: Closer | None = None  # budget-aware closing near max_tokens (None: rows are only masked)
 
     def matcher(self) -> Any:
         import xgrammar as xgr
@@ -172,6 +175,7 @@ class Grammars:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: Sequence[int]) -> None:
         self.tokenizer, self.vocab_size, self.stop_ids = tokenizer, vocab_size, tuple(stop_ids)
         self._lock = threading.Lock()
+        self._closer: Closer | None = None
 
     @functools.cached_property
     def _compiler(self) -> Any:
@@ -213,7 +217,15 @@ class Grammars:
             if kind == "json_schema":
                 _check_schema(schema)
             key = json.dumps([kind, schema])
-        return Constraint(kind, self._compiled(key), self.stop_ids)
+        compiled = self._compiled(key)
+        return Constraint(kind, compiled, self.stop_ids, self._closer_of(compiled))
+
+    def _closer_of(self, compiled: Any) -> Closer:
+        with self._lock:
+            if self._closer is None:  # one per tokenizer: its decoded vocabulary, read once
+                info = compiled.tokenizer_info
+                self._closer = Closer(info.decoded_vocab, info.special_token_ids, self.stop_ids)
+            return self._closer
 
     def _compiled(self, key: str) -> Any:
         with self._lock:
@@ -279,15 +291,23 @@ class Masks:
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
         self.matchers: dict[int, Any] = {}
+        self.closing: dict[int, tuple[Closer, int]] = {}  # row -> its closer and closing margin
         self._bitmask: Any = None
 
     def add(self, specs: Sequence[Any], base: int = 0) -> None:
         for j, spec in enumerate(specs):
             if spec.constraint is not None:
-                self.matchers[base + j] = spec.constraint.matcher()
+                matcher = self.matchers[base + j] = spec.constraint.matcher()
+                closer = spec.constraint.closer
+                if closer is not None:
+                    self.closing[base + j] = (closer, closer.margin(matcher))
 
-    def apply(self, logits: Any, rows: Sequence[int], dead: set[int]) -> None:
-        """Mask, in place, the logits of the live constrained rows (``rows``: batch position → row)."""
+    def apply(
+        self, logits: Any, rows: Sequence[int], dead: set[int], left: Sequence[int] | None = None
+    ) -> None:
+        """Mask, in place, the logits of the live constrained rows (``rows``: batch position → row;
+        ``left``: by position, the tokens each row may still sample, this one included: rows near it are
+        narrowed to what can still close their structure, ``_closing``)."""
         import xgrammar as xgr
 
         n = len(rows)
@@ -298,6 +318,11 @@ class Masks:
             self.matchers[rows[p]].fill_next_token_bitmask(self._bitmask, p)
         if at:
             xgr.apply_token_bitmask_inplace(logits, self._bitmask[:n], vocab_size=self.vocab_size, indices=at)
+        if left is not None:
+            for p in at:
+                if rows[p] in self.closing:
+                    closer, margin = self.closing[rows[p]]
+                    closer.restrict(logits[p], self.matchers[rows[p]], int(left[p]), margin)
 
     def accept(self, row: int, token: int) -> None:
         matcher = self.matchers.get(row)
@@ -306,3 +331,4 @@ class Masks:
 
     def drop(self, row: int) -> None:
         self.matchers.pop(row, None)
+        self.closing.pop(row, None)
