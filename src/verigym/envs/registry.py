@@ -7,6 +7,8 @@ installed package::
     [project.entry-points."verigym.envs"]
     my-env = "my_package.envs:MyEnv"
 
+A name may be an env-server address, ``http://HOST:PORT`` (``openenv+http://`` / ``ors+http://`` to
+force the protocol; several joined by commas share the sessions): ``verigym.envs.remote.RemoteEnv``.
 A name may also be an import spec, ``package.module:attr`` or ``path/to/file.py:attr``, where
 ``attr`` is an ``Environment`` instance, class or factory function, or ``rg:DATASET`` for a
 reasoning-gym dataset (``verigym.envs.rg``; needs the optional ``reasoning-gym`` package).
@@ -199,7 +201,17 @@ def _import_attr(spec: str) -> Any:
         raise UnknownEnvError(f"cannot load {spec!r}: {module_part} has no attribute {attr!r}") from None
 
 
+def _is_address(name: str) -> bool:
+    """Whether ``name`` is an env-server address (``verigym.envs.remote``): ``http(s)://``, optionally
+    ``openenv+`` / ``ors+`` before it, several joined by commas."""
+    head = name.split(",", 1)[0].strip()
+    scheme = head.partition("://")[0]
+    return "://" in head and scheme.rpartition("+")[2] in ("http", "https")
+
+
 def _resolve(name: str) -> Any:
+    if _is_address(name):  # an environment served over HTTP (OpenEnv or the Open Reward Standard)
+        return functools.partial(_import_attr("verigym.envs.remote:RemoteEnv"), name)
     entry = _REGISTERED.get(name) or _builtin(name)
     if entry is not None:
         return _import_attr(entry.target) if isinstance(entry.target, str) else entry.target
