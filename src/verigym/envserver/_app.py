@@ -68,8 +68,12 @@ def create_app(
 ) -> Any:
     """The env-server ASGI app for ``envs`` (names as served: lower-cased; module doc). Its ``table``
     attribute is the ``SessionTable``."""
-    from verigym import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        served_version = version("verigym")
+    except PackageNotFoundError:  # a source tree that is not installed
+        served_version = "unknown"
     if max_sessions < 1 or max_body_bytes < 1 or not (idle_s > 0 and math.isfinite(idle_s)):
         raise ValueError("max_sessions, max_body_bytes and idle_s must be positive")
     served = {name.lower(): ServedEnv(name.lower(), env) for name, env in envs.items()}
@@ -83,7 +87,7 @@ def create_app(
         where = ".".join(str(p) for p in first.get("loc", ()))
         return JSONResponse({"detail": f"{where}: {first.get('msg', 'invalid')}"}, status_code=422)
 
-    add_openenv_routes(app, table, __version__)
+    add_openenv_routes(app, table, served_version)
     add_ors_routes(app, table)
     app.add_middleware(EnvGuard, api_key=api_key, max_body_bytes=max_body_bytes)
     wrapped = _Reaper(app, table)
