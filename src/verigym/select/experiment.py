@@ -2,7 +2,8 @@
 
 Samples ``max(ns)`` traces per task through ``verigym.runner`` (records appended to
 ``results.jsonl``), measures every method at every N (``verigym.select.run``), and writes
-``summary.json`` and ``report.html``. Prints nothing: progress goes through callbacks.
+``summary.json`` (with the run header, ``verigym.record``; ``run.json`` holds it from the start) and
+``report.html``. Prints nothing: progress goes through callbacks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from verigym.envs.base import Environment
 from verigym.policies.base import Policy
+from verigym.record import RunHeader, fold, new_header, with_header, write_header
 from verigym.runner import run_rollouts
 from verigym.select._summary import build_summary, write_report, write_summary
 from verigym.select.methods import needs_logprobs
@@ -58,12 +60,15 @@ async def run_experiment(
     if needs_logprobs(cfg.methods):
         sampling = sampling.model_copy(update={"logprobs": True, "top_logprobs": cfg.k})
     start = time.perf_counter()
+    header = _header(cfg, sampling, env_name, model_name or policy.name, judge, len(tasks))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_header(out, header)
     if records is None:
         writer = None
         if out is not None:
             from verigym.eval.store import ResultsWriter
 
-            out.mkdir(parents=True, exist_ok=True)
             writer = ResultsWriter(out / "results.jsonl")
 
         def keep(r: Record) -> None:
@@ -100,13 +105,11 @@ async def run_experiment(
             "DeepConf needs top-k logprobs but the policy returned none; use a policy/server that "
             "supports logprobs=True, top_logprobs=k, or drop the deepconf methods"
         )
-    errors = sum(p.errors for p in pools)
-    first_error: str | None = None
+    folded = fold(records, samples_per_task=samples, success_threshold=cfg.success_threshold)
+    errors = folded.n_samples - folded.n_scored  # the eval's rule: an error, or no (finite) reward
+    first_error = folded.first_unscored
     if errors:
         warnings.append(f"{errors} samples errored; they do not vote but their tokens count")
-        bad = next((r for r in records if r.error is not None or r.score.reward is None), None)
-        if bad is not None:
-            first_error = f"{bad.error.kind}: {bad.error.message}" if bad.error is not None else "no reward"
     t1 = time.perf_counter()
     points = await measure(pools, cfg, judge=judge, progress=on_select)
     meta: dict[str, Any] = {
@@ -139,7 +142,27 @@ async def run_experiment(
     }
     summary = build_summary(points, oracle_points(pools, cfg.ns, cfg.draws, cfg.seed), meta)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_summary(out, summary)
+        ended = header.finished(time.perf_counter() - start)
+        write_header(out, ended)
+        write_summary(out, with_header(summary, ended))
         write_report(out, summary)
     return ExperimentResult(summary=summary, pools=pools, records=list(records), out=out)
+
+
+def _header(
+    cfg: SelectConfig, sampling: Sampling, env: str, model: str, judge: Policy | None, tasks: int
+) -> RunHeader:
+    """The run header of a select experiment starting now: its methods, Ns, knobs and sampling."""
+    knobs = {k: v for k, v in vars(cfg).items() if k not in ("grader", "judge_sampling")}
+    config: dict[str, Any] = {
+        "env": env,
+        "model": model,
+        "judge": None if judge is None else judge.name,
+        "tasks": tasks,
+        **knobs,
+        "grader": None if cfg.grader is None else type(cfg.grader).__name__,
+        "judge_sampling": cfg.judge_sampling.model_dump(mode="json"),
+        "sampling": sampling.model_dump(mode="json"),
+    }
+    seeds = {"seed": cfg.seed} if sampling.seed is None else {"seed": cfg.seed, "sampling": sampling.seed}
+    return new_header("select", config, seeds=seeds)
