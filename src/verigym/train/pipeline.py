@@ -4,7 +4,9 @@
 same pieces. Output layout of ``out_dir``: ``sft/`` (the SFT model), ``checkpoints/`` (resumable RL
 checkpoints), ``checkpoint/`` (the final model, loadable with ``from_pretrained`` — or the LoRA
 adapter; the last checkpoint's files hard-linked, not a second copy), ``metrics.jsonl``,
-``report.html``, ``summary.json`` (with the run's disk cost, ``disk_usage``), ``train_config.json``.
+``report.html``, ``summary.json`` (with the run's disk cost, ``disk_usage``, and the run header),
+``train_config.json``, ``run.json`` (the run header, ``verigym.record``: written when the run starts,
+again when it is resumed and when it ends; ``metrics.jsonl`` stays one line a step).
 Every model directory written (``sft/``, ``checkpoint/``, each checkpoint's ``model/``) carries its
 training record, ``verigym_training.json`` (``train.record``): what ``verigym eval`` reads back.
 """
@@ -21,6 +23,7 @@ from typing import Any
 from verigym._files import write_atomic, write_json
 from verigym.envs.base import Environment
 from verigym.policies.trained import TrainingRecord, write_record
+from verigym.record import RunFormatError, RunHeader, new_header, read_header, with_header, write_header
 from verigym.train._model import load_model
 from verigym.train.checkpoint import TrainingHalted, check_finite, disk_usage, latest_checkpoint, link_model
 from verigym.train.config import ConfigError, TrainConfig, load_config
@@ -39,6 +42,8 @@ __all__ = [
     "run_train",
     "save_final",
     "sft_warmup",
+    "train_header",
+    "write_summary",
 ]
 
 
@@ -171,6 +176,32 @@ STAGES = "stages.json"
 """The pre-RL part of a run's summary (initial and after-SFT pass@1, SFT steps), kept for a resumed run."""
 
 
+def train_header(cfg: TrainConfig, *, resumed: bool = False) -> RunHeader:
+    """The run header of a train (or SFT) run starting now."""
+    return new_header(
+        "train",
+        cfg.model_dump(mode="json"),
+        seeds={"seed": cfg.seed, "model": cfg.model.seed},
+        resumed=resumed,
+    )
+
+
+def write_summary(run: str | Path, summary: dict[str, Any], header: RunHeader | None = None) -> Path:
+    """Write ``run/summary.json``: ``summary`` with the run header (``header``, else ``run/run.json``'s)."""
+    header = header or read_header(run)
+    path = Path(run) / "summary.json"
+    write_json(path, summary if header is None else with_header(summary, header))
+    return path
+
+
+def _check_format(run: Path) -> None:
+    """A run written in a run-record format this verigym does not read is not resumed (one line)."""
+    try:
+        read_header(run)
+    except RunFormatError as exc:
+        raise ConfigError(f"--resume: {exc}") from None
+
+
 def _saved_config(run: Path) -> TrainConfig:
     path = run_config_path(run)
     if path is None:
@@ -190,8 +221,11 @@ def _read_stages(run: Path) -> dict[str, Any]:
 
 def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, Any]:
     """``verigym sft``: SFT only; the model is saved to ``out_dir/sft``."""
+    t0 = time.perf_counter()
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    header = train_header(cfg)
+    write_header(out, header)
     model, tokenizer = load_model(cfg.model)
     trainer = RLTrainer(cfg, model=model, tokenizer=tokenizer, out_dir=out)
     log = MetricsLog(out / "metrics.jsonl")
@@ -203,7 +237,9 @@ def run_sft(cfg: TrainConfig, *, progress: Progress | None = None) -> dict[str, 
     )
     record = trainer.training_record("sft", summary["steps"])
     summary["model_dir"] = str(save_final(model, tokenizer, out / "sft", record))
-    write_json(out / "sft_summary.json", summary)
+    ended = header.finished(time.perf_counter() - t0)
+    write_header(out, ended)
+    write_json(out / "sft_summary.json", with_header(summary, ended))
     return summary
 
 
@@ -244,6 +280,8 @@ def run_train(
     """
     t0 = time.perf_counter()
     summary: dict[str, Any] = {}
+    if resume is not None:
+        _check_format(Path(resume))
     if resume is not None and latest_checkpoint(resume) is None:
         # killed during SFT or before the first RL checkpoint: redo the run from its saved config (the
         # seeds make the redone part identical to what was lost)
@@ -253,6 +291,8 @@ def run_train(
         trainer = trainer_cls.resume(resume, progress=progress, steps=None)
         cfg = trainer.cfg
         summary.update(_read_stages(Path(resume)))
+        header = train_header(cfg, resumed=True)
+        write_header(trainer.out_dir, header)
     else:
         prepare_teacher(cfg, progress=progress)
         out = Path(cfg.out_dir)
@@ -260,6 +300,8 @@ def run_train(
         (out / "metrics.jsonl").unlink(missing_ok=True)
         (out / STAGES).unlink(missing_ok=True)
         write_atomic(out / RUN_CONFIG, cfg.model_dump_json(indent=2))  # resumable from here on
+        header = train_header(cfg)
+        write_header(out, header)
         model, tokenizer = load_model(cfg.model)
         trainer = trainer_cls(cfg, model=model, tokenizer=tokenizer, envs=load_envs(cfg), progress=progress)
         summary.update(_stage(trainer.evaluate(), "initial"))
@@ -292,7 +334,9 @@ def run_train(
     if shared is not None:
         summary["model_files_shared_with"] = str(shared)
     summary.update(disk_usage(trainer.out_dir, summary["model_dir"]))
-    write_json(trainer.out_dir / "summary.json", summary)
+    ended = header.finished(summary["wall_s"])
+    write_header(trainer.out_dir, ended)
+    write_summary(trainer.out_dir, summary, ended)  # returned without the header
     if cfg.logging.report:
         write_report(trainer.out_dir, summary=summary)
     return summary

@@ -83,7 +83,7 @@ def recipe_config(raw: dict[str, Any], overrides: dict[str, Any], *, source: str
 
 def quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = None) -> dict[str, Any]:
     """Run the quickstart; returns the summary written to ``summary.json``."""
-    from verigym.train.pipeline import run_train
+    from verigym.train.pipeline import run_train, write_summary
 
     cfg = cfg or quickstart_config()
     t0 = time.perf_counter()
@@ -101,7 +101,7 @@ def quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None = No
         )
     }
     ordered.update({k: v for k, v in summary.items() if k not in ordered})
-    write_json(Path(cfg.out_dir) / "summary.json", ordered)
+    write_summary(cfg.out_dir, ordered)  # with run_train's run header
     return ordered
 
 

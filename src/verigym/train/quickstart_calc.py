@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verigym._files import write_json
 from verigym.train.config import TrainConfig
 from verigym.train.quickstart import recipe_config
 from verigym.train.rl import Progress
@@ -68,7 +67,7 @@ def calc_quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None
     Besides ``pass_at_1_STAGE`` it has ``tool_call_ok_STAGE``: the held-out rate of well-formed
     tool calls at each of ``STAGES``.
     """
-    from verigym.train.pipeline import run_train
+    from verigym.train.pipeline import run_train, write_summary
 
     cfg = cfg or calc_quickstart_config()
     env = cfg.envs[0].name
@@ -83,5 +82,5 @@ def calc_quickstart(cfg: TrainConfig | None = None, *, progress: Progress | None
     first = [f"{m}_{s}" for m in ("pass_at_1", "tool_call_ok") for s in STAGES]
     ordered = {k: summary.get(k) for k in (*first, "sft_steps", "steps", "wall_s")}
     ordered.update({k: v for k, v in summary.items() if k not in ordered})
-    write_json(Path(cfg.out_dir) / "summary.json", ordered)
+    write_summary(cfg.out_dir, ordered)  # with run_train's run header
     return ordered
