@@ -235,6 +235,7 @@ def _server(
         port=port,
         http=_protocol_class(limits),
         ws="none",
+        interface="asgi3",  # every app here is ASGI 3 (a bound method is not detected as one)
         lifespan="off",
         log_level=log_level,
         access_log=False,

@@ -32,12 +32,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verigym._http_server import ServerHandle
 
 __all__ = [
     "FAULTS",
@@ -121,38 +121,20 @@ class FakeOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.port = 0
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._handle: ServerHandle | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeOpenAIServer:
-        import uvicorn
+        from verigym._http_server import start_in_thread
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self._app,
-            log_level="critical",  # a dropped connection ("cut") is not worth a traceback
-            access_log=False,
-            lifespan="off",
-            interface="asgi3",
-            loop="asyncio",
-            timeout_graceful_shutdown=1,
-            backlog=1024,
+        # "critical": a dropped connection ("cut") is not worth a traceback
+        self._handle = start_in_thread(
+            self._app, log_level="critical", name="fake-openai", backlog=1024, graceful_s=1, timeout_s=10
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the fake OpenAI server did not start")
-            time.sleep(0.005)
+        self.port = self._handle.port
         return self
 
     def release(self) -> None:
@@ -163,13 +145,8 @@ class FakeOpenAIServer:
 
     def stop(self) -> None:
         self.release()
-        if self._server is None or self._thread is None:
-            return
-        self._server.should_exit = True
-        self._thread.join(5)
-        if self._thread.is_alive():
-            self._server.force_exit = True
-            self._thread.join(5)
+        if self._handle is not None:
+            self._handle.stop(timeout_s=5)
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from verigym.cli import app
 from verigym.policies.local import LocalPolicy, RowSpec
-from verigym.serve import RunningServer, ServeLimits
+from verigym.serve import RunningServer, ServeLimits, ServerLimits
 
 MSG = [{"role": "user", "content": "12+34="}]
 
@@ -183,6 +183,14 @@ def test_the_cli_defaults_are_the_limits_defaults() -> None:
     defaults = ServeLimits()
     for name in ("max_body_bytes", "max_concurrent_requests", "max_queued_tokens"):
         assert params[name].default.default == getattr(defaults, name), name
+    server = ServerLimits()
+    for flag, field in (
+        ("max_connections", "max_connections"),
+        ("header_timeout", "header_timeout_s"),
+        ("body_timeout", "body_timeout_s"),
+        ("keep_alive_timeout", "keep_alive_s"),
+    ):
+        assert params[flag].default.default == getattr(server, field), flag
 
 
 @pytest.mark.parametrize(
@@ -195,6 +203,10 @@ def test_the_cli_defaults_are_the_limits_defaults() -> None:
         (["--max-body-bytes", "0"], {}, "--max-body-bytes"),
         (["--max-concurrent-requests", "0"], {}, "--max-concurrent-requests"),
         (["--max-queued-tokens", "-1"], {}, "--max-queued-tokens"),
+        (["--max-connections", "0"], {}, "--max-connections"),
+        (["--header-timeout", "0"], {}, "--header-timeout"),
+        (["--body-timeout", "nan"], {}, "--body-timeout"),
+        (["--keep-alive-timeout", "inf"], {}, "--keep-alive-timeout"),
     ],
 )
 def test_bad_serve_flags_are_one_line_errors(

@@ -17,6 +17,8 @@ __all__ = ["register"]
 # ``verigym.serve.ServeLimits``' defaults, spelled here so that ``verigym --help`` does not import the
 # server (and torch); a test keeps them equal
 MAX_BODY_BYTES, MAX_CONCURRENT_REQUESTS, MAX_QUEUED_TOKENS = 8 * 1024 * 1024, 256, 1 << 20
+# and ``verigym._http_server.ServerLimits``' (the same test)
+MAX_CONNECTIONS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S, KEEP_ALIVE_S = 1000, 30.0, 120.0, 5.0
 
 
 def load_policy(model_path: str, dtype: str | None, device: str | None, max_batch_rows: int) -> Any:
@@ -146,6 +148,25 @@ def serve_cmd(
         help="Most tokens (prompt + max_tokens, times n) of the requests generating at once; past it "
         "429 with Retry-After, and a request that alone needs more gets 400.",
     ),
+    max_connections: int = typer.Option(
+        MAX_CONNECTIONS,
+        "--max-connections",
+        help="Most open connections; past it a new one gets 503 with Retry-After and is closed. Held "
+        "under the process's open-file limit, so the server sheds load before it runs out of sockets.",
+    ),
+    header_timeout: float = typer.Option(
+        HEADER_TIMEOUT_S,
+        "--header-timeout",
+        help="Seconds a client has to send a request's line and headers (408 and closed past it).",
+    ),
+    body_timeout: float = typer.Option(
+        BODY_TIMEOUT_S,
+        "--body-timeout",
+        help="Seconds a client has to send a request's body once its headers are in (closed past it).",
+    ),
+    keep_alive_timeout: float = typer.Option(
+        KEEP_ALIVE_S, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
+    ),
     allow_adapter_loading: Path | None = typer.Option(
         None,
         "--allow-adapter-loading",
@@ -168,6 +189,15 @@ def serve_cmd(
     ):
         if value < 1:
             fail(f"{flag} must be at least 1, got {value}")
+    if max_connections < 1:
+        fail(f"--max-connections must be at least 1, got {max_connections}")
+    for flag, seconds in (
+        ("--header-timeout", header_timeout),
+        ("--body-timeout", body_timeout),
+        ("--keep-alive-timeout", keep_alive_timeout),
+    ):
+        if not 0 < seconds < 1e9:  # NaN fails both
+            fail(f"{flag} must be a number of seconds above 0, got {seconds}")
     if allow_adapter_loading is not None and not allow_adapter_loading.expanduser().is_dir():
         fail(f"--allow-adapter-loading {allow_adapter_loading}: no such directory")
     adapter_dir = allow_adapter_loading.expanduser() if allow_adapter_loading is not None else None
@@ -183,7 +213,7 @@ def serve_cmd(
 
     from verigym.policies.base import PolicyError
     from verigym.policies.tiny import count_parameters
-    from verigym.serve import ServeLimits, serve
+    from verigym.serve import ServeLimits, ServerLimits, serve
 
     hf_logging.disable_progress_bar()
     if threads is not None:
@@ -216,7 +246,17 @@ def serve_cmd(
             f"[yellow]--host {host} without --api-key-env: anyone who can reach this port can use the model[/]"
         )
     limits = ServeLimits(max_body_bytes, max_concurrent_requests, max_queued_tokens)
-    serve(policy, host=host, port=port, name=served, api_key=key, limits=limits, adapter_dir=adapter_dir)
+    server_limits = ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections)
+    serve(
+        policy,
+        host=host,
+        port=port,
+        name=served,
+        api_key=key,
+        limits=limits,
+        adapter_dir=adapter_dir,
+        server_limits=server_limits,
+    )
 
 
 def _api_key(value: str | None, env: str | None) -> str | None:

@@ -8,13 +8,12 @@ retries) and serve's ``Guard`` (the body cap). Text completions and the weight e
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
+from verigym._http_server import ServerHandle, ServerLimits, start_in_thread
 from verigym.gateway._mcp import SessionTools, add_mcp_route
 from verigym.gateway._policy_app import create_policy_app
 from verigym.gateway._recording import RecordingHandler
@@ -86,8 +85,9 @@ class Gateway:
 
     ``open`` a ``Session`` per rollout and hand its URL or key to the agent; every call it makes is
     sampled from ``policy`` (with the session's ``Sampling``, when given) and recorded; ``close`` ends
-    the session and returns its ``RecordedCall`` list. ``port=0`` picks a free port. Use as a context
-    manager, or call ``start()``/``stop()``.
+    the session and returns its ``RecordedCall`` list. ``port=0`` picks a free port; ``server_limits``:
+    the connection's read deadlines and cap (``verigym._http_server``). Use as a context manager, or
+    call ``start()``/``stop()``.
     """
 
     def __init__(
@@ -99,9 +99,8 @@ class Gateway:
         default_max_tokens: int = 512,
         name: str | None = None,
         limits: ServeLimits | None = None,
+        server_limits: ServerLimits | None = None,
     ) -> None:
-        import uvicorn
-
         self.policy = policy
         self.sessions = Sessions()
         if isinstance(policy, LocalPolicy):
@@ -115,15 +114,13 @@ class Gateway:
                 Guard, api_key=None, max_body_bytes=(limits or ServeLimits()).max_body_bytes
             )
         add_mcp_route(self.app, self.sessions)  # a session's env tools at /sessions/{id}/mcp
-        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="verigym-gateway", daemon=True)
-        self.host, self._port = host, port
+        self.host, self._port, self.server_limits = host, port, server_limits
+        self._handle: ServerHandle | None = None
 
     @property
     def port(self) -> int:
-        if self._server.started:
-            return int(self._server.servers[0].sockets[0].getsockname()[1])
+        if self._handle is not None:
+            return self._handle.port
         if self._port:
             return self._port
         raise RuntimeError("the gateway has no port yet: start() it first")
@@ -134,18 +131,19 @@ class Gateway:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> Gateway:
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the gateway did not start on {self.host}:{self._port}")
-            time.sleep(0.02)
+        self._handle = start_in_thread(
+            self.app,
+            self.host,
+            self._port,
+            limits=self.server_limits,
+            name="verigym-gateway",
+            timeout_s=timeout_s,
+        )
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        if self._handle is not None:
+            self._handle.stop()
 
     def __enter__(self) -> Gateway:
         return self.start()

@@ -24,7 +24,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from verigym._http_server import ServerHandle, ServerLimits, serve_forever, start_in_thread
 from verigym.policies.local import LocalPolicy
 from verigym.serve._dialects import add_dialect_routes
 from verigym.serve._guard import ApiKey, Guard, ServeLimits
@@ -157,20 +157,20 @@ def serve(
     api_key: str | None = None,
     limits: ServeLimits | None = None,
     adapter_dir: str | Path | None = None,
+    server_limits: ServerLimits | None = None,
 ) -> None:
-    """Serve ``policy`` until interrupted (blocking); the keywords are ``create_app``'s."""
-    import uvicorn
-
+    """Serve ``policy`` until interrupted (blocking); the keywords are ``create_app``'s, and
+    ``server_limits`` the connection's deadlines and cap (``verigym._http_server``)."""
     app = create_app(policy, name=name, api_key=api_key, limits=limits, adapter_dir=adapter_dir)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    serve_forever(app, host, port, limits=server_limits, log_level=log_level)
 
 
 class RunningServer:
     """A server on a background thread (tests, benchmarks, a trainer serving its own policy).
 
     ``port=0`` picks a free port; ``url`` is the ``base_url`` for an OpenAI client; ``api_key``,
-    ``limits`` and ``adapter_dir`` are ``create_app``'s. Use as a context manager, or call
-    ``start()``/``stop()``.
+    ``limits`` and ``adapter_dir`` are ``create_app``'s, ``server_limits`` the connection's deadlines
+    and cap. Use as a context manager, or call ``start()``/``stop()``.
     """
 
     def __init__(
@@ -183,35 +183,38 @@ class RunningServer:
         api_key: str | None = None,
         limits: ServeLimits | None = None,
         adapter_dir: str | Path | None = None,
+        server_limits: ServerLimits | None = None,
     ) -> None:
-        import uvicorn
-
         self.app = create_app(policy, name=name, api_key=api_key, limits=limits, adapter_dir=adapter_dir)
-        config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="verigym-serve", daemon=True)
-        self.host = host
+        self.host, self._port, self.server_limits = host, port, server_limits
+        self._handle: ServerHandle | None = None
 
     @property
     def port(self) -> int:
-        return int(self._server.servers[0].sockets[0].getsockname()[1])
+        if self._handle is None:
+            raise RuntimeError("the server has no port yet: start() it first")
+        return self._handle.port
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        if self._handle is None:
+            raise RuntimeError("the server has no URL yet: start() it first")
+        return f"{self._handle.url}/v1"
 
     def start(self, timeout_s: float = 30.0) -> RunningServer:
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
+        self._handle = start_in_thread(
+            self.app,
+            self.host,
+            self._port,
+            limits=self.server_limits,
+            name="verigym-serve",
+            timeout_s=timeout_s,
+        )
         return self
 
     def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._handle is not None:
+            self._handle.stop()
 
     def __enter__(self) -> RunningServer:
         return self.start()
