@@ -221,7 +221,13 @@ class SessionTable:
                     )
                 await copy.step_completion(completion)
             if not _same(copy.episode.current, target):
-                raise StepError(409, "cannot fork: the replayed episode did not end where the session is")
+                want = target.messages if isinstance(target, Turn) else _end_messages(target)
+                reached = copy.episode.current
+                raise StepError(
+                    409,
+                    f"cannot fork: replaying the session's {len(steps)} steps reached a different state "
+                    f"({_differs(reached if isinstance(reached, Turn) else None, want)})",
+                )
         except BaseException:
             self.close(copy.id)
             raise
@@ -235,6 +241,10 @@ def _same(a: Turn | End | None, b: Turn | End | None) -> bool:
     if isinstance(a, End) and isinstance(b, End):
         return a.trajectory.messages == b.trajectory.messages
     return False
+
+
+def _end_messages(event: Turn | End | None) -> list[Message]:
+    return event.trajectory.messages if isinstance(event, End) else []
 
 
 def _differs(seen: Turn | End | None, want: list[Message]) -> str:
