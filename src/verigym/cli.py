@@ -84,6 +84,7 @@ _COMMAND_MODULES = (
     "select_cmd",
     "data_cmd",
     "collection_cmd",
+    "view_cmd",
 )
 
 for _name in _COMMAND_MODULES:

@@ -60,6 +60,7 @@ LAYERS: dict[str, int] = {
     "data": 5,
     "select": 5,
     "scale": 5,
+    "view": 5,  # the browser viewer over run folders (reads eval's comparison statistic)
     "cli": 6,
     "_cli": 6,
     "__main__": 6,

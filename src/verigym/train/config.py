@@ -301,6 +301,8 @@ class LoggingConfig(_Strict):
     tensorboard: bool = False
     wandb: bool = False
     report: bool = True
+    # groups of each RL step kept in rollouts_sample.jsonl for `verigym view` (train.rollouts); 0: none
+    rollout_groups: Annotated[int, Field(ge=0)] = 2
 
     @field_validator("tensorboard", "wandb")
     @classmethod

@@ -42,6 +42,7 @@ from verigym.train.group_filters import DifficultyTracker
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
+from verigym.train.rollouts import RolloutSample
 from verigym.types import Sampling, Task
 
 if TYPE_CHECKING:
@@ -203,6 +204,7 @@ class RLTrainer:
         if rl.distill is not None:
             device = next(model.parameters()).device
             self.distiller = Distiller.build(cfg, tokenizer, device, self.pad_id)
+        self.rollouts = RolloutSample(self.out_dir, cfg.logging.rollout_groups, tokenizer=tokenizer)
         torch.manual_seed(cfg.seed)
 
     # ---- state -----------------------------------------------------------------------------------
@@ -330,6 +332,15 @@ class RLTrainer:
             metrics["rows_nonfinite_advantage"] = float(len(bad))
             if not rows:
                 metrics["skip_reason"] = f"non-finite advantage on all {len(bad)} rows"
+        if rows:  # a bounded sample of the step's groups for `verigym view` (train.rollouts)
+            self.rollouts.write(
+                batch,
+                self.model,
+                pad_id=self.pad_id,
+                temperature=self.cfg.sampling.temperature,
+                micro=self.cfg.rl.micro_batch_rows,
+                version=self.policy.version,
+            )
         if rows and self.distiller is not None:
             metrics.update(self.distiller.prepare(rows, batch.step, self.model, self.pad_id))
         if rows:
@@ -410,6 +421,7 @@ class RLTrainer:
             self.out_dir / "metrics.jsonl", tensorboard=cfg.logging.tensorboard, wandb=cfg.logging.wandb
         )
         log.truncate_after(self.step - 1)
+        self.rollouts.truncate_after(self.step - 1)
         return log
 
     async def finish_step(self, metrics: dict[str, Any], log: MetricsLog) -> None:
