@@ -1,6 +1,8 @@
 """Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, the
 policy an eval configuration asks for (used by ``eval`` and ``suite``), and the options several
-commands declare word for word (``Threads``, ``EnvArg``, ``BaseUrl``, ``Temperature``, ``MaxTokens``)."""
+commands declare word for word (``Threads``, ``EnvArg``, ``BaseUrl``, ``Temperature``, ``MaxTokens``,
+and ``Dtype``/``ToolFormat`` on every command that opens an in-process model), and ``model_error``,
+a ``ModelSpecError`` worded for a command's flags."""
 
 from __future__ import annotations
 
@@ -15,16 +17,21 @@ if TYPE_CHECKING:
     from verigym.policies.base import Policy
 
 __all__ = [
+    "DTYPE_HELP",
     "THREADS_HELP",
+    "TOOL_FORMAT_HELP",
     "BaseUrl",
+    "Dtype",
     "EnvArg",
     "MaxTokens",
     "Temperature",
     "Threads",
+    "ToolFormat",
     "console",
     "error_line",
     "eval_policy",
     "fail",
+    "model_error",
     "parse_kv",
     "set_threads",
 ]
@@ -32,6 +39,15 @@ __all__ = [
 THREADS_HELP = (
     "torch CPU threads for a local model (default: torch's choice, one per core; on a loaded machine 1-2 "
     "threads can decode several times faster)."
+)
+
+DTYPE_HELP = (
+    "Weights dtype of an in-process model: auto (bfloat16 on CUDA, float32 otherwise; the default), "
+    "float32, bfloat16 or float16."
+)
+TOOL_FORMAT_HELP = (
+    "Tool-call format of an in-process model (hermes, llama3, mistral, smollm2; default: the one the "
+    "checkpoint was trained with, else the tokenizer's)."
 )
 
 # Options declared once for every command that has them (``threads: Threads = None``).
@@ -44,6 +60,9 @@ BaseUrl = Annotated[
 ]
 Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
 MaxTokens = Annotated[int | None, typer.Option("--max-tokens", help="Max tokens per completion.")]
+
+Dtype = Annotated[str | None, typer.Option("--dtype", help=DTYPE_HELP)]
+ToolFormat = Annotated[str | None, typer.Option("--tool-format", help=TOOL_FORMAT_HELP)]
 
 console = Console(stderr=False)
 _err = Console(stderr=True)
@@ -103,3 +122,12 @@ def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     except EvalSetupError as exc:
         fail(str(exc))
     return opened.policy, opened.description, opened.remote
+
+
+def model_error(exc: Exception, flags: dict[str, str] | str = "--") -> str:
+    """The one line for a model that did not open: a ``ModelSpecError`` worded for the command's
+    flags (``worded``), anything else as it says."""
+    worded = getattr(exc, "worded", None)
+    if worded is not None and hasattr(exc, "field"):
+        return str(worded(flags))
+    return str(exc)

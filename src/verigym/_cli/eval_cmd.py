@@ -26,7 +26,17 @@ from verigym._cli._agentic_opts import (
     PENALTY_HELP,
     extend_config,
 )
-from verigym._cli.common import EnvArg, Threads, console, error_line, fail, parse_kv, set_threads
+from verigym._cli.common import (
+    DTYPE_HELP,
+    TOOL_FORMAT_HELP,
+    EnvArg,
+    Threads,
+    console,
+    error_line,
+    fail,
+    parse_kv,
+    set_threads,
+)
 from verigym._library_output import to_run_dir
 
 if TYPE_CHECKING:
@@ -237,6 +247,8 @@ def register(app: typer.Typer) -> None:
         api_key_env: str | None = _flag(
             "--api-key-env", help="Name of the environment variable that holds the API key."
         ),
+        dtype: str | None = _flag("--dtype", help=DTYPE_HELP),
+        tool_format: str | None = _flag("--tool-format", help=TOOL_FORMAT_HELP),
         policy: str | None = _flag(
             "--policy",
             help="oracle or null: the environment's own policy instead of a model (no --model/"
@@ -294,6 +306,8 @@ def register(app: typer.Typer) -> None:
             "model": model,
             "base_url": base_url or None,
             "api_key_env": api_key_env,
+            "dtype": dtype,
+            "tool_format": tool_format,
             "policy": policy,
             "num_tasks": num_tasks,
             "samples_per_task": samples_per_task,

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from verigym._files import FileProblem, read_toml, write_json
 from verigym._numbers import first_bad_number
 from verigym.graders.penalties import RubricSpec
-from verigym.policies.spec import ModelSpec
+from verigym.policies.spec import ModelSpec, check_tool_format
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.types import Sampling
 
@@ -39,7 +39,8 @@ __all__ = [
 
 # Fields that must match when a run is resumed: changing them would mix different experiments.
 IDENTITY_FIELDS = (
-    "env", "env_args", "model", "policy", "temperature", "top_p", "max_tokens", "seed", "split"
+    "env", "env_args", "model", "policy", "temperature", "top_p", "max_tokens", "seed", "split", "dtype",
+    "tool_format",
 )  # fmt: skip
 
 
@@ -61,6 +62,10 @@ class EvalConfig(BaseModel):
     policy: str | None = None  # "oracle" / "null": the environment's own policy instead of a model
     base_url: list[str] = Field(default_factory=list)
     api_key_env: str | None = None
+    # an in-process model's dtype, device and tool-call format (``ModelSpec``): None is the rule's
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
+    device: str | None = None
+    tool_format: str | None = None
     num_tasks: int = Field(50, ge=1)
     samples_per_task: int = Field(1, ge=1)
     concurrency: int = Field(32, ge=1)
@@ -110,9 +115,15 @@ class EvalConfig(BaseModel):
             raise ValueError(bad)
         return self
 
+    @field_validator("tool_format")
+    @classmethod
+    def _tool_format(cls, value: str | None) -> str | None:
+        return check_tool_format(value)
+
     def model_spec(self) -> ModelSpec:
         """The model these options name (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
-        ``timeout``, ``max_retries``), for ``verigym.policies.make_policy``."""
+        ``timeout``, ``max_retries``, ``dtype``, ``device``, ``tool_format``), for
+        ``verigym.policies.make_policy``."""
         return ModelSpec(
             model=self.model,
             base_url=self.base_url,
@@ -120,6 +131,9 @@ class EvalConfig(BaseModel):
             concurrency=self.concurrency,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            dtype=self.dtype or "auto",
+            device=self.device,
+            tool_format=self.tool_format,
         )
 
     def sampling(self) -> Sampling:

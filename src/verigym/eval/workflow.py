@@ -48,7 +48,7 @@ from verigym.eval.config import ConfigError, EvalConfig, build
 from verigym.eval.run import EvalResult
 from verigym.eval.run import evaluate as run_eval
 from verigym.policies.base import Policy, PolicyError
-from verigym.policies.spec import MissingApiKey, ModelSpec, OpenedModel, open_model
+from verigym.policies.spec import MissingApiKey, ModelSpec, ModelSpecError, OpenedModel, open_model
 from verigym.types import Record, Task
 
 __all__ = [
@@ -124,6 +124,12 @@ def open_policy(spec: ModelSpec) -> OpenedModel:
         return open_model(spec)
     except MissingApiKey as exc:
         raise EvalSetupError(exc.worded("--api-key-env")) from exc
+    except ModelSpecError as exc:
+        if exc.field != "model":  # --dtype, --device, --tool-format
+            raise EvalSetupError(exc.worded("--")) from exc
+        if str(exc).endswith("no such directory"):
+            raise EvalSetupError(f"--model {exc}") from exc
+        raise EvalSetupError(f"--model {spec.model}: cannot load the local model ({exc})") from exc
     except (OSError, ValueError) as exc:
         if str(exc).endswith("no such directory"):
             raise EvalSetupError(f"--model {exc}") from exc
@@ -163,9 +169,10 @@ def _options(
     if isinstance(model, str):
         update["model"] = model
     elif isinstance(model, ModelSpec):
-        update.update(
-            {f: getattr(model, f) for f in ("model", "base_url", "api_key_env", "timeout", "max_retries")}
-        )
+        named = ("model", "base_url", "api_key_env", "timeout", "max_retries", "device", "tool_format")
+        update.update({f: getattr(model, f) for f in named})
+        if model.dtype != "auto":
+            update["dtype"] = model.dtype
     if out is not None:
         update["out"] = str(out)
     if config is not None:

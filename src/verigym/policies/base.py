@@ -9,12 +9,12 @@ with per-sample seeds otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
 from verigym.types import Completion, Message, Sampling
 
-__all__ = ["BatchedPolicy", "Policy", "PolicyArgs", "PolicyError", "sample"]
+__all__ = ["BatchedPolicy", "ModelSpecError", "Policy", "PolicyArgs", "PolicyError", "sample"]
 
 
 class PolicyError(Exception):
@@ -27,6 +27,27 @@ class PolicyError(Exception):
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
+
+
+class ModelSpecError(ValueError):
+    """A model that cannot be opened as its spec says: ``field`` (``model``, ``dtype``, ``device``,
+    ``tool_format``) names the setting, ``value`` what it was, ``problem`` what is wrong (one line)."""
+
+    def __init__(self, field: str, value: object, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        super().__init__(f"{value}: {problem}" if value is not None else problem)
+
+    def worded(self, flags: Mapping[str, str] | str = "--") -> str:
+        """The message naming the caller's setting for the field: ``flags`` maps a field to its
+        name (``{"model": "MODEL_PATH"}``); a string is a prefix (``--``, ``--judge-``) to
+        ``--field-name``; unmapped fields get the ``--`` prefix."""
+        if isinstance(flags, str):
+            name = flags + self.field.replace("_", "-")
+        else:
+            name = flags.get(self.field, "--" + self.field.replace("_", "-"))
+        return f"{name} {self.value}: {self.problem}" if self.value is not None else f"{name}: {self.problem}"
 
 
 @runtime_checkable
@@ -68,6 +89,10 @@ class BatchedPolicy:
     async def complete_n(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> list[Completion]:
         """``sampling.n`` completions for one prompt."""
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the policy holds (clients, sessions); nothing by default. Every policy of
+        verigym's has ``aclose``, so a caller closes any policy the same way."""
 
 
 async def sample(

@@ -12,7 +12,11 @@
 3. else a freshly built ``tiny`` model, with a message saying it is untrained and how to train one.
 
 A model directory verigym trained is opened in the tool-call format it was trained with (its
-training record, ``policies.trained``; ``trained_format``).
+training record, ``policies.trained``; ``trained_format``) unless the spec names one.
+
+``open_local(spec)`` is the same for a whole ``ModelSpec`` (dtype, device, tool format, batching
+limit), and ``load_weights(spec)`` the weights alone, for training: ``policies.spec``'s ``open_model``
+and ``load_weights`` are their public entry points, and every command opens a model through them.
 
 ``verigym models`` lists the quickstart checkpoints plus the model directories named in
 ``$VERIGYM_MODELS`` (paths separated by ``os.pathsep``) and in ``$VERIGYM_HOME/config.toml``::
@@ -27,23 +31,28 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from verigym._files import read_toml
 from verigym._library_output import home as verigym_home
 from verigym._model_files import check_model_dir, load_error
-from verigym.policies.base import PolicyError
+from verigym.policies.base import ModelSpecError, PolicyError
 from verigym.policies.catalogue import models_dir, resolve
 from verigym.policies.local import LocalPolicy
+from verigym.policies.local.loading import Pretrained, load_pretrained, resolve_device, resolve_dtype
 from verigym.policies.trained import TrainingRecord, read_record
 
 __all__ = [
     "Checkpoint",
+    "LocalSpec",
     "configured_paths",
     "default_policy",
     "find_checkpoints",
     "find_record",
+    "load_weights",
     "missing_local_path",
     "newest_quickstart",
+    "open_local",
     "quickstart_dirs",
     "resolve_model_dir",
     "trained_format",
@@ -160,19 +169,6 @@ def trained_format(path: Path | str) -> str | None:
     return record.tool_format if record is not None else None
 
 
-def _load(path: Path | str) -> LocalPolicy:
-    """A local model; every failure to load it (truncated or mismatched weights, an unknown
-    architecture) is one ``ValueError`` line."""
-    if Path(path).is_dir():
-        check_model_dir(path, str(path))  # ModelFileError is a ValueError
-    try:
-        return LocalPolicy.from_pretrained(path, tool_format=trained_format(path))
-    except PolicyError as exc:
-        raise ValueError(str(exc)) from None
-    except Exception as exc:  # what transformers raises past its OSError/ValueError
-        raise ValueError(load_error(str(path), exc)) from None
-
-
 def missing_local_path(model: str) -> str | None:
     """The one-line error for a model name that is a local path (absolute, ``./``, ``~``, or more than
     one ``/``) that does not exist, so the user reads "no such directory" rather than the Hugging Face
@@ -183,37 +179,153 @@ def missing_local_path(model: str) -> str | None:
     return f"{model}: no such directory" if pathlike else None
 
 
+class LocalSpec(Protocol):
+    """What opening an in-process model reads of a ``policies.spec.ModelSpec``."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str | None: ...
+    @property
+    def tool_format(self) -> str | None: ...
+    @property
+    def max_batch_rows(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A model named with every other setting at its default (``default_policy``)."""
+
+    model: str | None
+    dtype: str = "auto"
+    device: str | None = None
+    tool_format: str | None = None
+    max_batch_rows: int = 256
+
+
+FRESH_SIZES = ("tiny", "small", "base")
+"""Names that build a fresh untrained model (when no such directory exists)."""
+
+
 def default_policy(model_path: str | None = None) -> tuple[LocalPolicy, str]:
     """The policy for a run with no server, and one line saying what it is (see the module doc).
 
     Raises ``ValueError`` (one line) when an explicit ``model_path`` cannot be loaded.
     """
-    if model_path:
+    return open_local(_Named(model_path))
+
+
+def _where(model_path: str) -> tuple[Path | str | None, str | None]:
+    """What an explicit model name stands for: a model directory, a Hub name (str), or a fresh size
+    (``(None, size)``). Raises ``ModelSpecError`` (field ``model``)."""
+    try:
         model_path = resolve(model_path)  # a catalogue name → its pulled directory (CatalogueError if not)
-        path = Path(model_path).expanduser()
-        if path.exists():
-            if path.is_file():  # "is a file; a model is a folder", not "no model here"
-                check_model_dir(path, model_path)
-            model_dir = resolve_model_dir(path) if path.is_dir() else None
-            if model_dir is None:
-                raise ValueError(f"{model_path}: no model here (expected config.json or adapter_config.json)")
-            return _load(model_dir), f"local model {model_dir}"
-        if missing := missing_local_path(model_path):
-            raise ValueError(missing)
-        if model_path in ("tiny", "small", "base"):
-            return _fresh(
-                model_path
-            ), f"fresh untrained {model_path} model (random weights: expect a score near 0)"
-        return _load(model_path), f"local model {model_path}"
+    except PolicyError as exc:
+        raise ModelSpecError("model", None, str(exc)) from None
+    path = Path(model_path).expanduser()
+    if path.exists():
+        if path.is_file():  # "is a file; a model is a folder", not "no model here"
+            _checked(path, model_path)
+        model_dir = resolve_model_dir(path) if path.is_dir() else None
+        if model_dir is None:
+            raise ModelSpecError(
+                "model", model_path, "no model here (expected config.json or adapter_config.json)"
+            )
+        return model_dir, None
+    if missing_local_path(model_path):
+        raise ModelSpecError("model", model_path, "no such directory")
+    if model_path in FRESH_SIZES:
+        return None, model_path
+    return model_path, None
+
+
+def _checked(path: Path | str, label: str) -> None:
+    try:
+        check_model_dir(path, label)
+    except ValueError as exc:  # ModelFileError: one line naming the folder
+        raise ModelSpecError("model", None, str(exc)) from None
+
+
+def _placed(model: Any, device: str, dtype: Any, spec: LocalSpec) -> Any:
+    try:
+        return model.to(device=device, dtype=dtype)
+    except (RuntimeError, AssertionError, ValueError) as exc:  # no such device (torch's own words)
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ModelSpecError(
+            "device", spec.device or device, f"cannot place the model there ({first})"
+        ) from None
+
+
+def _fresh_weights(size: str, spec: LocalSpec, seed: int) -> Pretrained:
+    from verigym.policies import tiny
+
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    tok = tiny.build_tokenizer()
+    model = _placed(tiny.build_model(size, tok, seed=seed), device, dtype, spec)
+    model.eval()
+    return Pretrained(model, tok, f"{size}-untrained", device, False)
+
+
+def _pretrained(where: Path | str, spec: LocalSpec) -> Pretrained:
+    """A model directory or Hub name loaded with the spec's dtype and device (one line on failure)."""
+    if Path(where).is_dir():
+        _checked(where, str(where))
+    device = resolve_device(spec.device)
+    try:
+        loaded = load_pretrained(where, resolve_dtype(spec.dtype, device), device)
+    except PolicyError as exc:
+        raise ModelSpecError("model", None, str(exc)) from None
+    except Exception as exc:  # what transformers raises past its OSError/ValueError
+        raise ModelSpecError("model", None, load_error(str(where), exc)) from None
+    model = _placed(loaded.model, device, None, spec)
+    return Pretrained(model, loaded.tokenizer, loaded.path, device, loaded.adapter)
+
+
+def load_weights(spec: LocalSpec, *, seed: int = 0, tiny: str | None = "tiny") -> Pretrained:
+    """The weights of the in-process model ``spec`` names, on its device in the rule's dtype (module
+    doc); no ``spec.model`` is a fresh model of size ``tiny`` built with ``seed`` (training's fresh
+    start). Raises ``ModelSpecError`` (one line naming the field)."""
+    if spec.model is None:
+        return _fresh_weights(tiny or "tiny", spec, seed)
+    where, size = _where(spec.model)
+    if size is not None:
+        return _fresh_weights(size, spec, seed)
+    assert where is not None
+    return _pretrained(where, spec)
+
+
+def open_local(spec: LocalSpec) -> tuple[LocalPolicy, str]:
+    """The in-process ``LocalPolicy`` of ``spec`` and one line saying what it is (module doc): its
+    dtype and device by the one rule, its tool format (the spec's, else the checkpoint's training
+    record's, else the tokenizer's default) and batching limit. Raises ``ModelSpecError``."""
+    if spec.model:
+        where, size = _where(spec.model)
+        if size is not None:
+            message = f"fresh untrained {size} model (random weights: expect a score near 0)"
+            return _policy(_fresh_weights(size, spec, 0), spec, None, f"{size}-untrained"), message
+        assert where is not None
+        return _policy(_pretrained(where, spec), spec, where), f"local model {where}"
     newest = newest_quickstart()
     if newest is not None:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(newest.created))
-        return _load(newest.path), f"quickstart checkpoint {newest.path} (written {when})"
-    return _fresh("tiny"), UNTRAINED_HINT
+        message = f"quickstart checkpoint {newest.path} (written {when})"
+        return _policy(_pretrained(newest.path, spec), spec, newest.path), message
+    return _policy(_fresh_weights("tiny", spec, 0), spec, None, "tiny-untrained"), UNTRAINED_HINT
 
 
-def _fresh(size: str) -> LocalPolicy:
-    from verigym.policies import tiny
-
-    tok = tiny.build_tokenizer()
-    return LocalPolicy(tiny.build_model(size, tok, seed=0), tok, name=f"{size}-untrained")
+def _policy(
+    weights: Pretrained, spec: LocalSpec, where: Path | str | None, name: str | None = None
+) -> LocalPolicy:
+    fmt = spec.tool_format or (trained_format(where) if where is not None else None)
+    kwargs: dict[str, Any] = {"tool_format": fmt, "max_batch_rows": spec.max_batch_rows}
+    if name is not None:
+        kwargs["name"] = name
+    try:
+        return LocalPolicy.from_loaded(weights, **kwargs)
+    except PolicyError as exc:  # a LoRA adapter that does not load
+        raise ModelSpecError("model", None, str(exc)) from None
+    except Exception as exc:  # what peft raises for an adapter that does not fit its base
+        raise ModelSpecError("model", None, load_error(str(where), exc)) from None

@@ -31,6 +31,9 @@ class ScriptedPolicy:
     def name(self) -> str:
         return self._name
 
+    async def aclose(self) -> None:
+        """Nothing to release; every policy has ``aclose``."""
+
     async def complete(
         self,
         messages: Sequence[Message],

@@ -12,6 +12,15 @@ spell a model with the same fields:
   ``tiny``/``small``/``base`` for a fresh untrained model; no ``model`` at all is the newest
   ``verigym quickstart`` checkpoint, else an untrained tiny model.
 
+An in-process model is also opened the same way everywhere (eval, suites, data, select, serve, the
+judges and simulated users through ``open_model``; training through ``load_weights``): ``dtype``
+(``auto``: bfloat16 on CUDA, float32 elsewhere, for sampling and training alike; or ``float32``,
+``bfloat16``, ``float16``), ``device`` (``cpu``, ``cuda``, ``cuda:N``; none: CUDA when available),
+``tool_format`` (the tool-call format prompts are rendered and replies parsed with; none: the
+checkpoint's training record, else the tokenizer's default) and ``max_batch_rows`` (most sequences
+decoded in one pass). A problem opening it is a ``ModelSpecError`` naming the field, which each caller
+words for its own flag (``worded``).
+
 Every caller reads the key the same way (``api_key_for``): ``api_key`` when the caller holds one
 (never written to a file: it is left out of dumps), else the environment variable ``api_key_env``,
 which must be set; else, when every endpoint is api.openai.com, ``OPENAI_API_KEY``, which must be
@@ -27,19 +36,33 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from verigym.policies.base import ModelSpecError
+
 if TYPE_CHECKING:
     from verigym.policies.base import Policy
     from verigym.policies.openai import OpenAIPolicy
 
 __all__ = [
+    "DTYPE_CHOICES",
     "MissingApiKey",
     "ModelSpec",
+    "ModelSpecError",
     "OpenedModel",
     "api_key_for",
+    "check_tool_format",
+    "load_weights",
     "make_policy",
     "open_model",
     "served_policy",
 ]
+
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+"""The dtypes a model may be opened in (``auto``: bfloat16 on CUDA, float32 elsewhere)."""
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+
+LOCAL_FIELDS = ("dtype", "device", "tool_format")
+"""Fields that only an in-process model takes (a served model's server decides them)."""
 
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 
@@ -67,6 +90,16 @@ class MissingApiKey(ValueError):
         return f"{setting} {self.variable}: the environment variable {self.variable} is not set"
 
 
+def check_tool_format(value: str | None) -> str | None:
+    """``value`` when it names a tool-call format (or is None); else ``ValueError`` listing them."""
+    if value is not None:
+        from verigym.policies.local.chat import TOOL_FORMATS
+
+        if value not in TOOL_FORMATS:
+            raise ValueError(f"unknown tool format {value!r}; expected one of {', '.join(TOOL_FORMATS)}")
+    return value
+
+
 class ModelSpec(BaseModel):
     """A model: served at ``base_url`` or loaded in-process from ``model`` (module doc)."""
 
@@ -80,6 +113,10 @@ class ModelSpec(BaseModel):
     timeout: float = Field(default=120.0, gt=0.0)
     max_retries: int = Field(default=5, ge=0)
     transport: Literal["aiohttp", "sdk", "sdk-httpx"] = "aiohttp"
+    dtype: Dtype = "auto"
+    device: str | None = None
+    tool_format: str | None = None
+    max_batch_rows: int = Field(default=256, ge=1)
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -87,6 +124,11 @@ class ModelSpec(BaseModel):
         if value is None:
             return []
         return [value] if isinstance(value, str) else value
+
+    @field_validator("tool_format")
+    @classmethod
+    def _known_format(cls, value: str | None) -> str | None:
+        return check_tool_format(value)
 
     @property
     def served(self) -> bool:
@@ -144,16 +186,32 @@ class OpenedModel:
 def open_model(spec: ModelSpec) -> OpenedModel:
     """``make_policy`` with a line describing the policy (for a served one: ``ModelSpec.describe``).
 
-    Raises ``MissingApiKey``; for an in-process model ``ValueError``/``OSError`` (one line: no such
-    directory, a catalogue model not pulled yet, a model transformers cannot load) and
-    ``ImportError`` when the local stack (torch, transformers) is not installed.
+    Raises ``MissingApiKey``; ``ModelSpecError`` (one line naming the field: no such directory, a
+    catalogue model not pulled yet, a model transformers cannot load, a dtype or device that does not
+    apply, ``dtype`` given for a served model) and ``ImportError`` when the local stack (torch,
+    transformers) is not installed.
     """
     if spec.served:
+        given = [f for f in LOCAL_FIELDS if getattr(spec, f) not in (None, "auto")]
+        if given:
+            raise ModelSpecError(
+                given[0], getattr(spec, given[0]), "only for an in-process model, not a served one"
+            )
         return OpenedModel(served_policy(spec), spec.describe(), True)
-    from verigym.policies.default import default_policy
+    from verigym.policies.default import open_local
 
-    local, message = default_policy(spec.model)
+    local, message = open_local(spec)
     return OpenedModel(local, message, False)
+
+
+def load_weights(spec: ModelSpec, *, seed: int = 0, tiny: str | None = "tiny") -> Any:
+    """The weights of the in-process model ``spec`` names, for training (``verigym.train.load_model``):
+    a ``policies.local.loading.Pretrained`` with the model on its device in the rule's dtype.
+    ``spec.model`` None is a fresh model of size ``tiny`` built with ``seed``. Raises
+    ``ModelSpecError`` (one line naming the field)."""
+    from verigym.policies.default import load_weights as load
+
+    return load(spec, seed=seed, tiny=tiny)
 
 
 def make_policy(spec: ModelSpec) -> Policy:

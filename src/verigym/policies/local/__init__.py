@@ -8,7 +8,8 @@ token ids and logprobs, and the parts under it that ``verigym serve`` shares.
   counter-based randomness, continuous batching); ``_fast_llama``: the lean Llama decoder it uses
   where it applies (same numbers).
 - ``_batcher``: the per-event-loop request queue and ``submit`` over it (micro-batching, joining a
-  running pass); ``_loading``: ``from_pretrained``'s loading of a model and its tokenizer.
+  running pass); ``_loading``: loading a model and its tokenizer with the one device and dtype
+  rule, public as ``loading`` (the opener, ``policies.default``, and training use it).
 - ``_chat`` / ``_toolformats``: chat rendering with the tokenizer's template and the tool-call
   formats (Hermes, Llama-3, Mistral, SmolLM2); public as ``chat``, which ``serve`` and SFT import.
 - ``_history``: token-exact multi-turn prompts; ``_score``: prompt scoring (``echo`` logprobs);

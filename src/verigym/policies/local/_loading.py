@@ -1,5 +1,6 @@
-"""Loading a ``LocalPolicy``'s model and tokenizer (``LocalPolicy.from_pretrained``): a catalogue name
-resolved to its directory, a LoRA adapter directory's base model found, and the name the model goes by."""
+"""Loading a model and tokenizer for ``LocalPolicy`` and training: a catalogue name resolved to its
+directory, a LoRA adapter directory's base model found, the one device and dtype rule
+(``resolve_device``, ``resolve_dtype``), and the name the model goes by."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Any
 from verigym.policies.base import PolicyError
 from verigym.policies.catalogue import load_failure, resolve
 
-__all__ = ["Pretrained", "display_name", "load_pretrained"]
+__all__ = ["DTYPES", "Pretrained", "display_name", "load_pretrained", "resolve_device", "resolve_dtype"]
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+"""The dtypes a model may be opened in; ``auto`` is ``resolve_dtype``'s rule."""
 
 _GENERIC_DIRS = frozenset({"checkpoint", "checkpoints", "model", "sft", "final", "latest"})
 
@@ -28,23 +32,44 @@ class Pretrained:
     adapter: bool
 
 
+def resolve_device(device: str | None) -> str:
+    """The device a model is opened on: ``device`` as given, ``None``/``auto`` CUDA when available."""
+    if device is None or device == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: Any, device: str) -> Any:
+    """The torch dtype a model is opened in (the one rule, for sampling and training alike): a torch
+    dtype or an explicit name (``float32``, ``bfloat16``, ``float16``) as given; ``None``/``auto``
+    bfloat16 on CUDA and float32 elsewhere. ``ValueError`` for any other name."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"{dtype!r} is not a dtype (expected one of {', '.join(DTYPES)})")
+    return getattr(torch, dtype)
+
+
 def load_pretrained(path: str | Path, dtype: Any = None, device: str | None = None) -> Pretrained:
     """See ``LocalPolicy.from_pretrained``."""
     path = resolve(str(path))  # a catalogue name (`verigym models pull NAME`) → its directory
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if isinstance(dtype, str) and dtype != "auto":
-        dtype = getattr(torch, dtype)
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     adapter = Path(str(path)) / "adapter_config.json"
     base = str(path)
     if adapter.is_file():  # a LoRA adapter directory: load its base model, then the adapter
         base = str(json.loads(adapter.read_text()).get("base_model_name_or_path") or "")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path) if _has_tokenizer(path) else base)
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype or torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise PolicyError("model_not_found", load_failure(str(path), exc)) from None
     model.eval()

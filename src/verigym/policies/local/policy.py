@@ -32,9 +32,9 @@ import json
 import random
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Unpack
+from typing import Any, Literal, TypeVar, Unpack
 
 from verigym.policies.base import BatchedPolicy, PolicyArgs, PolicyError
 from verigym.policies.local._batcher import PassHooks, Queue, QueueMixin
@@ -42,8 +42,8 @@ from verigym.policies.local._chat import encode_chat, render_chat, special_texts
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec, run_rows
 from verigym.policies.local._grammar import Constraint, Grammars
 from verigym.policies.local._history import TurnHistory
+from verigym.policies.local._loading import Pretrained, load_pretrained
 from verigym.policies.local._loading import display_name as _display_name
-from verigym.policies.local._loading import load_pretrained
 from verigym.policies.local._lora import AS_IS as _AS_IS
 from verigym.policies.local._lora import AdapterMixin
 from verigym.policies.local._score import Scored, prompt_logprobs
@@ -51,6 +51,8 @@ from verigym.policies.local._toolformats import TOOL_FORMATS, default_format, ge
 from verigym.types import Completion, Message, Sampling, Usage, _trusted
 
 __all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
+
+T = TypeVar("T")
 
 _ENCODE_CACHE = 4096  # prompts whose token ids ``encode`` keeps
 
@@ -127,10 +129,15 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
         """Load a model + tokenizer directory (or hub name, or catalogue name) saved with ``save_pretrained``
         (``_loading``).
 
-        ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); float32 when omitted.
-        ``device`` defaults to CUDA when available, else CPU.
+        ``dtype`` is a torch dtype or its name (``"bfloat16"``); omitted or ``"auto"``: bfloat16 on
+        CUDA, float32 elsewhere (``resolve_dtype``, the rule training follows too). ``device`` defaults
+        to CUDA when available, else CPU.
         """
-        loaded = load_pretrained(path, dtype, device)
+        return cls.from_loaded(load_pretrained(path, dtype, device), **kwargs)
+
+    @classmethod
+    def from_loaded(cls, loaded: Pretrained, **kwargs: Any) -> LocalPolicy:
+        """The policy of a model ``load_pretrained`` loaded (a LoRA adapter directory's adapter set)."""
         kwargs.setdefault("name", _display_name(loaded.path))
         policy = cls(loaded.model, loaded.tokenizer, device=loaded.device, **kwargs)
         if loaded.adapter:  # a LoRA adapter directory: its base model is loaded, now the adapter
@@ -141,6 +148,13 @@ class LocalPolicy(BatchedPolicy, QueueMixin, AdapterMixin):
     @property
     def name(self) -> str:
         return self._name
+
+    def swap_weights(self, change: Callable[[Any], T]) -> T:
+        """``change(model)``'s result, run under the policy's lock: never during a generation or
+        scoring pass, so no pass sees half-written weights (a trainer's weight push, a reload from
+        disk). Bump ``version`` in ``change`` when the samples should say which weights they came from."""
+        with self._lock:
+            return change(self.model)
 
     @property
     def eos_ids(self) -> list[int]:
