@@ -20,8 +20,9 @@ is not steered and is cut at ``max_tokens`` like any row.
 **Steering.** At each step, with ``left`` tokens allowed (this one included) and the row's plan of
 ``need`` tokens, the row decodes under its grammar mask alone while ``left > need + margin``. Within the
 margin it is *closing*: the allowed set is the head of the plan (or the end-of-sequence token once the
-grammar is complete) plus those of the ``_CANDIDATES`` most likely grammar-allowed tokens after which a
-plan still fits (``need' <= left - 1``). The plan's head always fits (its tail is a plan one shorter),
+grammar is complete) plus those of the most likely grammar-allowed tokens (at most ``_CANDIDATES``, until
+they hold ``_COVER`` of the masked distribution's mass) after which a plan still fits
+(``need' <= left - 1``); the unlikely rest is dropped unchecked. The plan's head always fits (its tail is a plan one shorter),
 so a row that enters the closing window with ``need <= left`` ends whole within ``max_tokens``: the model
 keeps writing its own content as long as the budget allows, then closes. ``margin`` is the row's
 initial ``need`` clamped to 8..32: one token outside the window may open a structure whose closing
@@ -51,7 +52,8 @@ _PRIORITY = tuple(
     + list("123456789_-.+*/=<>()!?#@$%&';| \n\t")
 ) + tuple(bytes([b]) for b in range(0x80, 0xC0))  # continuations, for a state inside a UTF-8 character
 _MOST_BYTES = 512  # the longest closing the search builds
-_CANDIDATES = 16  # the most likely tokens checked for room to close, per closing step
+_CANDIDATES = 16  # the most likely tokens checked for room to close, per closing step ...
+_COVER = 0.99  # ... until they hold this share of the grammar-masked distribution (at temperature 1)
 _MARGIN = (8, 32)  # the closing window beyond ``need``: the row's initial need, clamped to this range
 
 
@@ -131,9 +133,12 @@ class Closer:
         head = plan[0] if plan else self.stop_ids[0]
         keep = {head}
         top = logits.topk(min(_CANDIDATES, logits.shape[-1]))
-        for value, tok in zip(top.values.tolist(), top.indices.tolist(), strict=True):
-            if value == float("-inf"):
+        shares = (top.values - logits.logsumexp(-1)).exp().tolist()
+        covered = 0.0
+        for share, tok in zip(shares, top.indices.tolist(), strict=True):
+            if share <= 0.0 or covered >= _COVER:  # the rest of the grammar's mass: not checked, not kept
                 break
+            covered += share
             if tok in keep:
                 continue
             if tok in self.stop_ids:  # allowed by the grammar only once it is complete: ends the row now

@@ -271,7 +271,7 @@ def run_rows(
         if stop is not None and stop.is_set():
             raise PassCancelled("the generation pass was cancelled")
         if masks.matchers:  # before sampling: the constrained distribution is the one sampled and logged
-            masks.apply(logits, batch.rows, dead, limits[batch.rows] - lengths[batch.rows])
+            masks.apply(logits, batch.rows, dead, (limits[batch.rows] - lengths[batch.rows]).tolist())
         tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
         is_eos = torch.isin(tokens, eos)
         tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()
