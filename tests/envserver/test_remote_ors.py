@@ -27,7 +27,6 @@ from verigym.eval.store import load_records
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, ToolCall
 
-
 # ---- the ors-sdk README's example environment, as its Quick Start writes it ---------------------------
 
 
@@ -120,6 +119,8 @@ def test_bad_addresses_and_arguments_are_one_line(ors_url: str) -> None:
 
 
 def test_a_server_that_is_not_there_is_one_line() -> None:
-    with pytest.raises(EnvError, match=r"cannot reach the env-server: http://127\.0\.0\.1:9: ConnectError") as info:
+    with pytest.raises(
+        EnvError, match=r"cannot reach the env-server: http://127\.0\.0\.1:9: ConnectError"
+    ) as info:
         load_env("http://127.0.0.1:9", open_timeout_s=2)
     assert "\n" not in str(info.value)

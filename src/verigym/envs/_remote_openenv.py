@@ -211,8 +211,9 @@ class OpenEnvSession:
         ws = self._ws
         if ws is None:
             raise RemoteError(f"{what}: the session is closed")
-        try:
+        with contextlib.suppress(ConnectionClosed):  # a frame sent before the close is still read below
             await ws.send(json.dumps(message))
+        try:
             raw = await asyncio.wait_for(ws.recv(), timeout)
         except TimeoutError:
             raise ServerGone(f"{what}: no answer in {timeout:g}s") from None
