@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym.envs.registry import load_env
+from verigym.record import FORMAT_VERSION, read_run
 from verigym.select.experiment import run_experiment
 from verigym.select.run import SelectConfig
 from verigym.types import Completion, Message, Sampling, Usage
@@ -66,6 +67,11 @@ async def test_experiment_writes_summary_and_report(tmp_path: Path) -> None:
     assert by["deepconf-online"][8]["tokens_per_task"] < by["majority"][8]["tokens_per_task"]
     assert any(c["verdict"] == "beats majority" for c in summary["vs_majority_at_equal_tokens"])
     assert "subsets" in summary["notes"]["subsampling"]
+    run = read_run(tmp_path)  # the run record: header in run.json and in summary.json
+    assert run.kind == "select" and run.format_version == FORMAT_VERSION and run.finished
+    assert summary["format_version"] == FORMAT_VERSION and summary["run"]["kind"] == "select"
+    assert run.header is not None and run.header.config["methods"] == cfg.methods and run.header.wall_s
+    assert run.summary is not None and run.summary.model_dump()["methods"] == summary["methods"]
 
 
 async def test_best_of_n_with_a_grader_reaches_pass_at_n() -> None:

@@ -12,9 +12,10 @@ import torch
 
 from verigym.envs.arithmetic import ArithmeticEnv
 from verigym.envs.registry import register_env
+from verigym.record import FORMAT_VERSION, read_run
 from verigym.rubric import Grader, Rubric
 from verigym.train._model import load_model
-from verigym.train.config import build_config
+from verigym.train.config import ConfigError, build_config
 from verigym.train.monitor import read_metrics
 from verigym.train.report import write_report
 from verigym.train.rl import RLTrainer
@@ -145,6 +146,13 @@ def test_checkpoints_keep_what_resume_needs_once(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path / "run")
     cfg.rl.steps, cfg.logging.checkpoint_every, cfg.logging.report = 3, 1, False
     summary = run_train(cfg)
+    run = read_run(tmp_path / "run")  # the run record: run.json, summary.json with the header
+    assert run.kind == "train" and run.finished and run.header is not None and run.header.wall_s
+    assert run.header.config["rl"]["steps"] == 3 and run.header.seeds["seed"] == cfg.seed
+    assert run.summary is not None and run.summary.model_dump()["steps"] == summary["steps"] == 3
+    assert "run" not in summary and len(run.metrics()) == len(
+        read_metrics(tmp_path / "run" / "metrics.jsonl")
+    )
     root = tmp_path / "run" / "checkpoints"
     assert sorted(p.name for p in root.iterdir() if p.is_dir()) == ["ref", "step_000002", "step_000003"]
     assert (root / "step_000003" / "trainer.pt").is_file()
@@ -157,6 +165,12 @@ def test_checkpoints_keep_what_resume_needs_once(tmp_path: Path) -> None:
     assert usage["model_mb"] == summary["model_mb"] and usage["resume_state_mb"] == summary["resume_state_mb"]
     files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
     assert usage["run_dir_mb"] < sum(p.stat().st_size for p in files) / 1e6  # linked files counted once
+
+    future = json.loads((tmp_path / "run" / "run.json").read_text()) | {"format_version": FORMAT_VERSION + 1}
+    (tmp_path / "future").mkdir()
+    (tmp_path / "future" / "run.json").write_text(json.dumps(future))
+    with pytest.raises(ConfigError, match=r"^--resume: .*run.json: format_version .* is newer than"):
+        run_train(cfg, resume=tmp_path / "future")
 
     resumed = RLTrainer.resume(tmp_path / "run", steps=4)
     assert resumed.step == 3 and resumed.ref_model is not None

@@ -145,10 +145,11 @@ def register(app: typer.Typer) -> None:
 
         from verigym.eval.compare import compare_runs, write_comparison
         from verigym.eval.store import StoreError
+        from verigym.record import RunFormatError
 
         try:
             comp = compare_runs(run_a, run_b, seed=seed)
-        except (FileNotFoundError, StoreError) as exc:
+        except (FileNotFoundError, StoreError, RunFormatError) as exc:
             fail(str(exc))
         if not comp.tasks:
             fail(f"{run_a} and {run_b} share no scored task: nothing to compare")

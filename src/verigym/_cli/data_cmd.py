@@ -26,10 +26,16 @@ _EnvArg = Annotated[list[str] | None, typer.Option("--env-arg", help="key=value 
 
 def _records(run_dir: Path) -> list[dict[str, Any]]:
     from verigym.eval.store import StoreError, load_records
+    from verigym.record import RunFormatError, read_run
 
     path = run_dir / "results.jsonl" if run_dir.is_dir() else run_dir
     if not path.exists():
         fail(f"{run_dir}: no results.jsonl (expected an eval run folder)")
+    try:
+        if run_dir.is_dir():
+            read_run(run_dir)  # a run in a newer run-record format: one line, not a guess
+    except RunFormatError as exc:
+        fail(str(exc))
     try:
         return [r.model_dump(mode="json") for r in load_records(path)]
     except StoreError as exc:

@@ -8,6 +8,9 @@ both runs are *paired*, and the overall delta is the mean of their per-task diff
 Tibshirani 1993): resample tasks with replacement and take the mean difference, which keeps
 the correlation between the two runs on the same task (much tighter than comparing two
 independent CIs). ``p_b_not_better`` is the share of resamples whose mean delta is ≤ 0.
+
+A run folder is read through ``verigym.record.read_run`` first, so one written in a newer run-record
+format is refused in one line instead of being compared on a guess.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 
 from verigym._report import HtmlReport, figure
 from verigym.eval.store import latest, load_records
+from verigym.record import read_run
 from verigym.types import Record
 
 __all__ = [
@@ -158,8 +162,12 @@ def compare_records(
 
 
 def _load(run: str | Path) -> list[Record]:
+    """The latest record of each key of an eval (or select) run folder or results file; a folder
+    in a run-record format this verigym does not read is a ``RunFormatError`` (one line)."""
     path = Path(run)
     if path.is_dir():
+        if (path / "run.json").is_file() or (path / "summary.json").is_file():
+            read_run(path)  # refuses a newer format_version before its records are read
         path = path / "results.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{run}: no results.jsonl (give an eval --out folder or a results file)")
