@@ -15,6 +15,7 @@ from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
 from verigym.eval.config import EvalConfig
 from verigym.eval.suites import SUITES, SuiteError, run_suite, suite_members
+from verigym.record import read_run
 
 
 def test_collb_suite_scorecard(tmp_path: Path) -> None:
@@ -30,6 +31,9 @@ def test_collb_suite_scorecard(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "scorecard.json").read_text())
     assert saved["envs"][0]["env"] == "arithmetic"
     assert (tmp_path / "search" / "results.jsonl").exists()
+    suite_run, member = read_run(tmp_path), read_run(tmp_path / "search")  # run records, one a folder
+    assert suite_run.kind == "suite" and suite_run.header is not None and suite_run.header.finished_at
+    assert suite_run.header.config["suite"] == "arithmetic,search,no_such_env" and member.kind == "eval"
     html = (tmp_path / "scorecard.html").read_text()
     assert "data:image/png;base64" in html and "no_such_env" in html
     null = asyncio.run(run_suite("search", "null", base, out=tmp_path / "null"))

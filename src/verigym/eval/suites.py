@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from verigym._files import write_json
 from verigym._report import HtmlReport, figure
 from verigym.eval.workflow import EvalSetupError
 from verigym.graders.penalties import RubricSpec
+from verigym.record import new_header, write_header
 from verigym.tools.mcp_config import ToolsSpec
 
 if TYPE_CHECKING:
@@ -125,6 +127,19 @@ async def run_suite(
 
     members = suite_members(suite)
     out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    header = new_header(
+        "suite",
+        {
+            "suite": suite,
+            "policy": policy if isinstance(policy, str) else policy.name,
+            "env_overrides": dict(env_overrides or {}),
+            "base": base.model_dump(mode="json"),
+        },
+        seeds={"seed": base.seed},
+        resumed=resume,
+    )
+    write_header(out, header)  # run.json: the suite's run record; each member's folder has its own
     rows: list[dict[str, Any]] = []
     for i, (name, args) in enumerate(members):
         if on_env is not None:
@@ -166,6 +181,7 @@ async def run_suite(
     card["n_env_errors"] = sum(1 for r in rows if r["error"])
     write_json(out / "scorecard.json", card)
     write_scorecard(card, out / "scorecard.html")
+    write_header(out, header.finished(time.perf_counter() - start))
     return card
 
 

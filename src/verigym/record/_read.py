@@ -206,7 +206,7 @@ def read_run(path: str | Path) -> RunRecord:
 def write_header(folder: str | Path, header: RunHeader) -> Path:
     """Write ``folder/run.json`` (atomically) and return its path."""
     path = Path(folder) / RUN_FILE
-    write_json(path, header.model_dump(mode="json"))
+    write_json(path, header.model_dump(mode="json", fallback=str))  # a config value JSON lacks: its str
     return path
 
 
@@ -215,5 +215,5 @@ def with_header(summary: Mapping[str, Any], header: RunHeader) -> dict[str, Any]
     return {
         "format_version": header.format_version,
         **{k: v for k, v in summary.items() if k not in ("format_version", "run")},
-        "run": header.model_dump(mode="json"),
+        "run": header.model_dump(mode="json", fallback=str),
     }
