@@ -101,12 +101,27 @@ class ServedEnv:
             if complete or (upto is not None and len(have) >= upto):
                 return have if upto is None else have[:upto]
             want = None if upto is None else max(upto, 2 * len(have), 16)
+            if want is not None and self.size() is not None:
+                want = min(want, max(upto or 0, self.size() or 0))
             made = self.env.tasks(want, seed=seed, split=split)
-            complete = want is None or len(made) < want
+            complete = want is None or len(made) < want or len(made) >= (self.size() or len(made) + 1)
             self._lists[key] = (made, complete)
             return made if upto is None else made[:upto]
 
+    def count(self, split: str, seed: int) -> int:
+        """How many tasks ``(split, seed)`` has (a procedural environment's ``size`` without making them)."""
+        size = self.size()
+        return size if size is not None else len(self.tasks(split, seed, None))
+
+    def size(self) -> int | None:
+        """The split size a procedural environment declares (its ``size``), known without making tasks."""
+        size = getattr(self.env, "size", None)
+        return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
     def task(self, split: str, seed: int, index: int) -> Task:
+        size = self.size()
+        if size is not None and index >= size:
+            raise FieldError(f"index must be below {size} (the tasks of {self.name} {split}), got {index}")
         found = self.tasks(split, seed, index + 1)
         if index >= len(found):
             raise FieldError(
@@ -132,9 +147,11 @@ class ServedEnv:
             with self._lock:
                 index = self._counters.get((split, seed), 0)
                 self._counters[(split, seed)] = index + 1
-            if index >= len(self.tasks(split, seed, index + 1)):
-                size = len(self.tasks(split, seed, None))
-                index %= max(size, 1)
+            bound = self.size()
+            if bound is None and index >= len(self.tasks(split, seed, index + 1)):
+                bound = len(self.tasks(split, seed, None))
+            if bound is not None and index >= bound:
+                index %= max(bound, 1)
                 with self._lock:
                     self._counters[(split, seed)] = index + 1
         return TaskRef(self.name, split, seed, index), self.task(split, seed, index)

@@ -29,6 +29,7 @@ from verigym.types import Completion, Task, ToolCall
 __all__ = ["add_ors_routes", "answer_tool_name"]
 
 CHUNK = 4096
+MAX_LISTED = 100_000  # the most task specs one listing returns
 LINGER_S = 60.0
 HEARTBEAT_S = 10.0
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -257,13 +258,19 @@ def add_ors_routes(app: FastAPI, table: SessionTable) -> None:
     @app.post("/{env_name}/tasks")
     async def tasks(env_name: str, request: Request) -> dict[str, Any]:
         env, _, split, seed = await split_body(request, env_name)
+        if env.count(split, seed) > MAX_LISTED:
+            raise HTTPException(
+                400,
+                f"list_tasks lists at most {MAX_LISTED} tasks; this split has {env.count(split, seed)}. "
+                "Use the index-based API (num_tasks + task or task_range) instead.",
+            )
         found = env.tasks(split, seed, None)
         return {"tasks": [_spec(env, split, seed, i, t) for i, t in enumerate(found)], "env_name": env.name}
 
     @app.post("/{env_name}/num_tasks")
     async def num_tasks(env_name: str, request: Request) -> dict[str, int]:
         env, _, split, seed = await split_body(request, env_name)
-        return {"num_tasks": len(env.tasks(split, seed, None))}
+        return {"num_tasks": env.count(split, seed)}
 
     @app.post("/{env_name}/task")
     async def task(env_name: str, request: Request) -> dict[str, Any]:
@@ -284,9 +291,13 @@ def add_ors_routes(app: FastAPI, table: SessionTable) -> None:
         for name, value in (("start", start), ("stop", stop)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise HTTPException(400, f"{name} must be an integer")
-        found = env.tasks(split, seed, None)
-        first, last, _ = slice(start, stop).indices(len(found))
-        return {"tasks": [_spec(env, split, seed, i, found[i]) for i in range(first, last)]}
+        first, last, _ = slice(start, stop).indices(env.count(split, seed))
+        if last - first > MAX_LISTED:
+            raise HTTPException(
+                400, f"task_range returns at most {MAX_LISTED} tasks; ask for a smaller range"
+            )
+        found = env.tasks(split, seed, last)
+        return {"tasks": [_spec(env, split, seed, i, found[i]) for i in range(first, min(last, len(found)))]}
 
     @app.get("/{env_name}/prompt")
     async def prompt(env_name: str, request: Request) -> list[dict[str, Any]]:
