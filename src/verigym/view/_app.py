@@ -64,12 +64,17 @@ class _Runs:
             break
         raise ViewError(404, f"run {run!r}: no run there (see /api/runs)")
 
-    def index(self, folder: Path) -> ResultsIndex:
+    def index(self, folder: Path, wait_s: float = 1.0) -> ResultsIndex:
+        """The folder's index, brought up to date on a background thread; waits up to ``wait_s`` for it
+        and returns with the rows so far (a large run keeps indexing while its first page shows)."""
         with self.lock:
             found = self.indexes.get(folder)
             if found is None:
                 found = self.indexes[folder] = ResultsIndex(folder / "results.jsonl")
-        found.refresh()
+        if not found.building:
+            worker = threading.Thread(target=found.refresh, name="verigym-view-index", daemon=True)
+            worker.start()
+            worker.join(wait_s)
         return found
 
     def train(self, folder: Path) -> TrainView:

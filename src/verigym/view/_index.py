@@ -34,6 +34,8 @@ _HEAD = re.compile(
 _TAIL = b',"score":{"grades":'
 _STOP = b'"stop_reason":"'
 _BLOCK = 8 << 20  # bytes read at a time (indexing, free-text search)
+_INDEX_BLOCK = 1 << 20  # bytes indexed under the rows' lock at a time (queries wait at most that long)
+_DECODE = json.JSONDecoder().decode
 
 Row = dict[str, Any]
 
@@ -62,25 +64,27 @@ class ResultsIndex:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # the rows
+        self.refresh_lock = threading.Lock()  # one reader of the file at a time
         self._reset()
 
     def _reset(self) -> None:
         self.done = 0  # bytes indexed (always just after a newline)
+        self.size = 0  # the file's size when last seen
         self.inode: tuple[int, int] | None = None
         self.env = ""
         self.model = ""
         self.bad_lines = 0
         self.offset = array("q")
-        self.length = array("l")
-        self.task = array("l")
-        self.sample = array("l")
+        self.length = array("i")
+        self.task = array("i")
+        self.sample = array("i")
         self.reward = array("d")  # NaN: errored (no reward)
-        self.error = array("l")  # -1: none
-        self.stop = array("l")
-        self.prompt_tokens = array("l")
-        self.completion_tokens = array("l")
-        self.wall = array("d")
+        self.error = array("i")  # -1: none
+        self.stop = array("i")
+        self.prompt_tokens = array("i")
+        self.completion_tokens = array("i")
+        self.wall = array("f")
         self.live = array("b")  # 0: superseded by a later line of the same key
         self.grades: dict[str, array[float]] = {}
         self.tasks = _Codes()
@@ -96,108 +100,162 @@ class ResultsIndex:
 
     # ---- building -------------------------------------------------------------------------------
 
+    @property
+    def building(self) -> bool:
+        """Whether a ``refresh`` is reading the file now (the rows so far can be queried meanwhile)."""
+        return self.refresh_lock.locked()
+
     def refresh(self) -> bool:
-        """Index the lines appended since the last call; True when rows were added."""
-        with self.lock:
+        """Index the lines appended since the last call; True when rows were added. Rows are added a
+        block (1 MiB) at a time under ``lock``, so queries on another thread see the rows so far."""
+        with self.refresh_lock:
             try:
                 st = os.stat(self.path)
             except FileNotFoundError:
-                if self.done:
-                    self._reset()
-                    return True
+                with self.lock:
+                    if self.done:
+                        self._reset()
+                        return True
                 return False
             ident = (st.st_dev, st.st_ino)
-            if (self.inode is not None and ident != self.inode) or st.st_size < self.done:
-                self._reset()  # rewritten (a resume compacts the file) or replaced
-            self.inode = ident
+            with self.lock:
+                if (self.inode is not None and ident != self.inode) or st.st_size < self.done:
+                    self._reset()  # rewritten (a resume compacts the file) or replaced
+                self.inode = ident
+                self.size = st.st_size
             if st.st_size == self.done:
                 return False
             before = len(self)
             with self.path.open("rb") as fh:
                 fh.seek(self.done)
-                pos = self.done
                 carry = b""
-                while chunk := fh.read(_BLOCK):
+                while chunk := fh.read(_INDEX_BLOCK):
                     data = carry + chunk
                     cut = data.rfind(b"\n") + 1
-                    self._lines(data[:cut], pos)
-                    pos += cut
+                    with self.lock:
+                        n = len(self)
+                        self._lines(data[:cut], self.done)
+                        self.done += cut
+                        self.size = max(self.size, self.done)
+                        if len(self) != n:
+                            self._task_rank = None
+                            self._search = None
+                            self.version += 1
                     carry = data[cut:]
-                self.done = pos
-            if len(self) != before:
-                self._task_rank = None
-                self._search = None
-                self.version += 1
             return len(self) != before
 
     def _lines(self, data: bytes, base: int) -> None:
-        start = 0
-        end = len(data)
-        while start < end:
-            stop = data.index(b"\n", start)
-            if stop > start:
-                self._add(data[start:stop], base + start)
-            start = stop + 1
+        """Index the complete lines of ``data`` (which starts at byte ``base``): the hot loop. Lines in the
+        writer's compact layout are cut into head fields and tails, and a run of tails is decoded as
+        one JSON array; any other line is parsed whole where it stands (so file order is kept)."""
+        head_match = _HEAD.match
+        batch: list[tuple[int, int, str, int, str]] = []
+        tails: list[str] = []
+        pos = base
+        for line in data.split(b"\n")[:-1]:
+            size = len(line)
+            if size:
+                head = head_match(line)
+                tail_at = line.rfind(_TAIL)
+                stop_at = line.find(_STOP)
+                end = line.find(b'"', stop_at + 15) if stop_at >= 0 else -1
+                if head is None or tail_at < 0 or end < 0:
+                    self._flush(batch, tails)
+                    self._slow(line, pos)
+                else:
+                    raw_task = head[3]
+                    task = _text(raw_task) if b"\\" in raw_task else raw_task.decode("utf-8", "replace")
+                    stop = line[stop_at + 15 : end].decode("utf-8", "replace")
+                    if not self.env:
+                        self.env, self.model = _text(head[1]), _text(head[2])
+                    batch.append((pos, size, task, int(head[4]), stop))
+                    tails.append("{" + line[tail_at + 1 :].decode("utf-8", "replace"))
+            pos += size + 1
+        self._flush(batch, tails)
 
-    def _add(self, line: bytes, offset: int) -> None:
-        head = _HEAD.match(line)
-        tail_at = line.rfind(_TAIL)
-        stop_at = line.find(_STOP)
+    def _flush(self, batch: list[tuple[int, int, str, int, str]], tails: list[str]) -> None:
+        if not batch:
+            return
         try:
-            if head is not None and tail_at > 0 and stop_at > 0:
-                tail = json.loads(b"{" + line[tail_at + 1 :])
-                env, model, task = _text(head[1]), _text(head[2]), _text(head[3])
-                sample = int(head[4])
-                s = stop_at + len(_STOP)
-                stop = line[s : line.index(b'"', s)].decode()
-            else:
-                tail = json.loads(line)
-                env, model, task = str(tail["env"]), str(tail["model"]), str(tail["task_id"])
-                sample = int(tail["sample_index"])
-                stop = str(tail["trajectory"].get("stop_reason", "done"))
-            score, usage, error = tail["score"], tail["usage"], tail.get("error")
-            reward = score.get("reward")
-            values = {
-                name: (math.nan if g.get("error") or g.get("score") is None else float(g["score"]))
-                for name, g in (score.get("grades") or {}).items()
-            }
-            row_error = -1 if error is None else self.errors.code(str(error.get("kind", "error")))
-            wall = float(tail.get("wall_s", 0.0))
-            ptok, ctok = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            decoded = _DECODE("[" + ",".join(tails) + "]")
+        except ValueError:  # one bad tail: decode them one by one
+            decoded = []
+            for tail in tails:
+                try:
+                    decoded.append(_DECODE(tail))
+                except ValueError:
+                    decoded.append(None)
+        for (pos, size, task, sample, stop), tail in zip(batch, decoded, strict=True):
+            try:
+                if not isinstance(tail, dict):
+                    raise ValueError("not a JSON object")
+                self._append(pos, size, task, sample, stop, tail)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                self.bad_lines += 1
+        batch.clear()
+        tails.clear()
+
+    def _slow(self, line: bytes, offset: int) -> None:
+        """A line not in the writer's compact layout: parsed whole."""
+        try:
+            record = json.loads(line)
+            if not self.env:
+                self.env, self.model = str(record["env"]), str(record["model"])
+            stop = str(record["trajectory"].get("stop_reason", "done"))
+            self._append(offset, len(line), str(record["task_id"]), int(record["sample_index"]), stop, record)
         except (ValueError, KeyError, TypeError, AttributeError):
             self.bad_lines += 1
-            return
-        if not self.env:
-            self.env, self.model = env, model
-        n = len(self)
-        code = self.tasks.code(task)
+
+    def _append(
+        self, offset: int, size: int, task: str, sample: int, stop: str, tail: dict[str, Any]
+    ) -> None:
+        """One row: its values read from the record's tail (``score``, ``usage``, ``wall_s``, ``error``)."""
+        score = tail["score"]
+        usage = tail["usage"]
+        error = tail.get("error")
+        reward = score.get("reward")
+        nan = math.nan
+        values = {
+            name: (nan if g.get("error") is not None or g.get("score") is None else float(g["score"]))
+            for name, g in (score.get("grades") or {}).items()
+        }
+        n = len(self.offset)
+        codes = self.tasks.codes
+        code = codes.get(task)
+        if code is None:
+            code = self.tasks.code(task)
         key = code << 24 | (sample & 0xFFFFFF)
-        earlier = self._keys.get(key)
+        keys = self._keys
+        earlier = keys.get(key)
         if earlier is not None:
             self.live[earlier] = 0
-        self._keys[key] = n
+        keys[key] = n
+        stop_code = self.stops.codes.get(stop)
         self.offset.append(offset)
-        self.length.append(len(line))
+        self.length.append(size)
         self.task.append(code)
         self.sample.append(sample)
-        self.reward.append(math.nan if reward is None or error is not None else float(reward))
-        self.error.append(row_error)
-        self.stop.append(self.stops.code(stop))
-        self.prompt_tokens.append(ptok)
-        self.completion_tokens.append(ctok)
-        self.wall.append(wall)
+        self.reward.append(nan if reward is None or error is not None else float(reward))
+        self.error.append(-1 if error is None else self.errors.code(str(error.get("kind", "error"))))
+        self.stop.append(self.stops.code(stop) if stop_code is None else stop_code)
+        self.prompt_tokens.append(int(usage.get("prompt_tokens", 0)))
+        self.completion_tokens.append(int(usage.get("completion_tokens", 0)))
+        self.wall.append(float(tail.get("wall_s", 0.0)))
         self.live.append(1)
-        for name in values.keys() - self.grades.keys():
-            self.grades[name] = array("d", [math.nan] * n)
-        for name, column in self.grades.items():
-            column.append(values.get(name, math.nan))
+        columns = self.grades
+        if not values.keys() <= columns.keys():
+            for name in values.keys() - columns.keys():
+                columns[name] = array("d", [nan] * n)
+        get = values.get
+        for name, column in columns.items():
+            column.append(get(name, nan))
 
     # ---- reading --------------------------------------------------------------------------------
 
     def column(self, name: str) -> np.ndarray:
         """A column as a numpy view (copy it before the index grows again)."""
         source: Any = self.grades[name[6:]] if name.startswith("grade:") else getattr(self, name)
-        kinds = {"d": np.float64, "l": np.int64, "q": np.int64, "b": np.int8}
+        kinds = {"d": np.float64, "f": np.float32, "i": np.int32, "q": np.int64, "b": np.int8}
         return np.frombuffer(source, dtype=kinds[source.typecode]) if len(source) else np.zeros(0)
 
     def task_rank(self) -> np.ndarray:
@@ -238,16 +296,22 @@ class ResultsIndex:
         return None if code is None else self._keys.get(code << 24 | (sample_index & 0xFFFFFF))
 
     def search(self, text: str) -> np.ndarray:
-        """A boolean mask of the rows whose JSON line contains ``text`` (case-insensitive), read in blocks."""
+        """A boolean mask of the rows whose JSON line contains ``text`` (ASCII letters in any case), read in
+        blocks: each block lower-cased, then found with ``bytes.find``, one hit a line."""
         n = len(self)
         if self._search is not None and self._search[:2] == (text, n):
             return self._search[2]
-        needle = json.dumps(text, ensure_ascii=False)[1:-1].encode()
-        pattern = re.compile(re.escape(needle), re.IGNORECASE)
+        needle = json.dumps(text, ensure_ascii=False)[1:-1].encode().lower()
         starts = self.column("offset")
         hits = np.zeros(n, dtype=bool)
         for block, base in self._blocks():
-            positions = [m.start() + base for m in pattern.finditer(block)]
+            low = block.lower()  # ASCII case folding in C; then memchr-speed finds
+            positions = []
+            at = low.find(needle)
+            while at >= 0:
+                positions.append(at + base)
+                end = low.find(b"\n", at)  # one hit a line is enough: go on from the next line
+                at = -1 if end < 0 else low.find(needle, end + 1)
             if positions:
                 rows = np.searchsorted(starts, np.asarray(positions, dtype=np.int64), side="right") - 1
                 hits[rows[rows >= 0]] = True

@@ -145,8 +145,9 @@ def _sort_key(index: ResultsIndex, sort: str) -> np.ndarray:
 def run_query(index: ResultsIndex, q: Query) -> dict[str, Any]:
     """The page of rows ``q`` asks for, with the number that matched."""
     with index.lock:
+        status = {"indexing": index.building, "indexed": index.done / index.size if index.size else 1.0}
         if not len(index):
-            return {"total": 0, "matched": 0, "rows": [], "offset": 0}
+            return {"total": 0, "matched": 0, "rows": [], "offset": 0, **status}
         mask = _mask(index, q)
         rows = np.flatnonzero(mask)
         if q.sort != "row":
@@ -162,6 +163,7 @@ def run_query(index: ResultsIndex, q: Query) -> dict[str, Any]:
             "matched": len(rows),
             "offset": q.offset,
             "rows": [index.row(int(r)) for r in page],
+            **status,
         }
 
 

@@ -52,7 +52,8 @@ let timer = null;
 V.poll = function poll(fn, ms) {
   if (timer) clearInterval(timer);
   timer = fn ? setInterval(fn, ms || 2000) : null;
-  document.getElementById("live").textContent = fn ? "live: refreshing every 2 s" : "";
+  V.polling = Boolean(fn);
+  document.getElementById("live").textContent = fn ? `live: refreshing every ${(ms || 2000) / 1000} s` : "";
 };
 
 V.card = (label, value, cls) => h("div", { className: "card" }, h("div", { className: "label" }, label), h("div", { className: `value ${cls || ""}` }, value));
@@ -169,7 +170,10 @@ V.route(/^\/run\/(.+)$/, async ([id], params) => {
   async function load() {
     const page = await V.api("samples", { run: id, ...state });
     const off = Number(state.offset || 0);
-    status.textContent = `${V.fmt(page.matched)} of ${V.fmt(page.total)} samples match · showing ${page.matched ? off + 1 : 0}–${off + page.rows.length}`;
+    status.textContent = `${V.fmt(page.matched)} of ${V.fmt(page.total)} samples match · showing ${page.matched ? off + 1 : 0}–${off + page.rows.length}` +
+      (page.indexing ? ` · indexing the run: ${Math.round(page.indexed * 100)}% read` : "");
+    if (page.indexing && !V.polling) V.poll(load, 1000);
+    else if (!page.indexing && !info.live && V.polling) V.poll(null);
     prev.disabled = off === 0;
     next.disabled = off + page.rows.length >= page.matched;
     body.replaceChildren(...page.rows.map((r) => h("tr", { className: "click", onclick: () => { location.hash = `#/sample/${V.enc(id)}/${r.row}`; } },
