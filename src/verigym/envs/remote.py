@@ -243,7 +243,10 @@ class RemoteEnv(Environment):
         if done and not self.replay:
             raise ServerGone(f"{session.label} failed after {len(done)} step(s): {reason} (replay is off)")
         self.pool.stats["failover"] += 1
-        fresh, obs = await self._open(task, sampling, {session.server.url})
+        try:
+            fresh, obs = await self._open(task, sampling, {session.server.url})
+        except ServerGone as exc:
+            raise ServerGone(f"{session.label} failed ({reason}), and {exc}") from None
         try:
             if _view(obs) != _view(first):
                 raise RemoteError(f"{fresh.label} opened the task with another prompt")
