@@ -76,8 +76,20 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+_REVISION: tuple[float, str | None] | None = None  # (when asked, answer): git is asked once a minute
+
+
 def git_revision() -> str | None:
-    """The git revision of verigym's own source tree (with ``-dirty``), or None outside git."""
+    """The git revision of verigym's own source tree (with ``-dirty``), or None outside git. The answer
+    is reused for 60 s, so a process that starts many runs (tests, a suite) asks git once a minute."""
+    global _REVISION
+    now = time.monotonic()
+    if _REVISION is None or now - _REVISION[0] > 60.0:
+        _REVISION = (now, _ask_git())
+    return _REVISION[1]
+
+
+def _ask_git() -> str | None:
     here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(
