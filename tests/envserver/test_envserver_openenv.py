@@ -197,3 +197,30 @@ def test_info_routes(server: EnvServer) -> None:
         schema = client.get("/schema").json()
         assert set(schema) == {"action", "observation", "state"}
         assert "tool_calls" in schema["action"]["properties"]
+
+
+def test_a_socket_joins_an_mcp_session_as_openenvs_mcp_client_does(server: EnvServer) -> None:
+    """openenv's ``MCPToolClient`` (production mode): ``openenv/session/create`` over HTTP, then ``WS
+    /ws?session_id=ID``; its resets keep the id, so HTTP tool calls and the socket share the episode."""
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        sid = http.post("/mcp", json=rpc).json()["result"]["session_id"]
+        with connect(f"{_ws(server)}?session_id={sid}") as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"index": 2}}))
+            obs = json.loads(ws.recv())["data"]["observation"]
+            assert obs["session_id"] == sid and obs["index"] == 2
+            ws.send(json.dumps({"type": "step", "data": {"type": "list_tools"}}))  # MCP-style: takes no turn
+            listed = json.loads(ws.recv())["data"]["observation"]
+            assert listed["tools"][0]["name"] == "calc" and listed["turn"] == 0
+            expr = obs["messages"][-1]["content"].rstrip("=")
+            call = {"name": "calc", "arguments": {"expr": expr}, "session_id": sid}
+            result = http.post("/mcp", json={**rpc, "method": "tools/call", "params": call}).json()["result"]
+            a, b = expr.split("*")
+            assert result["content"][0]["text"] == str(int(a) * int(b))
+            ws.send(json.dumps({"type": "state"}))
+            assert json.loads(ws.recv())["data"]["step_count"] == 1
+        assert http.get(f"/sessions/{sid}").status_code == 200  # the socket's end leaves the HTTP session
+        close = {**rpc, "method": "openenv/session/close", "params": {"session_id": sid}}
+        assert http.post("/mcp", json=close).json()["result"]["closed"] is True
+    with connect(f"{_ws(server)}?session_id=nope") as ws:
+        assert json.loads(ws.recv())["data"]["code"] == "SESSION_ERROR"

@@ -179,10 +179,17 @@ def add_openenv_routes(app: FastAPI, table: SessionTable, version: str) -> None:
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
         session: Session | None = None
+        attach = websocket.query_params.get("session_id")
+        if attach is not None:  # openenv's MCPToolClient: the socket joins its HTTP MCP session
+            if attach not in table.live:
+                await websocket.send_text(_error(f"Unknown session_id: {attach}", "SESSION_ERROR"))
+                await websocket.close()
+                return
+            session = table.get(attach)
         try:
             while True:
                 raw = await websocket.receive_text()
-                reply, session, stop = await _ws_message(table, raw, session)
+                reply, session, stop = await _ws_message(table, raw, session, attached=attach is not None)
                 if reply is not None:
                     await websocket.send_text(reply)
                 if stop:
@@ -190,14 +197,14 @@ def add_openenv_routes(app: FastAPI, table: SessionTable, version: str) -> None:
         except WebSocketDisconnect:
             pass
         finally:
-            if session is not None:
+            if session is not None and attach is None:  # an attached session outlives its socket
                 table.close(session.id)
         with contextlib.suppress(RuntimeError):  # already closed by the client
             await websocket.close()
 
 
 async def _ws_message(
-    table: SessionTable, raw: str, session: Session | None
+    table: SessionTable, raw: str, session: Session | None, *, attached: bool = False
 ) -> tuple[str | None, Session | None, bool]:
     """One WebSocket message → (the reply, None for none; the connection's session now; whether to close
     the socket). ``close`` is not answered, as in openenv."""
@@ -232,11 +239,12 @@ async def _ws_message(
     if kind == "reset":
         if not isinstance(data, dict):
             return _error("Invalid message: reset data must be an object", "VALIDATION_ERROR"), session, False
+        keep_id = session.id if session is not None and attached else None  # a reset keeps an attached id
         if session is not None:
             table.close(session.id)
             session = None
         try:
-            session = await table.open(data)
+            session = await table.open(data, session_id=keep_id)
         except Full as exc:
             return _error(str(exc), "CAPACITY_REACHED", max_sessions=table.max_sessions), None, True
         except (FieldError, LookupError) as exc:

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from verigym.envserver._catalog import FieldError, ServedEnv, TaskRef
+from verigym.envserver._catalog import FieldError, ServedEnv, TaskRef, tool_specs
 from verigym.envserver._episode import End, Episode, StepError, Turn
 from verigym.envserver._wire import observation, parse_action
 from verigym.types import Completion, Message, Sampling, Task
@@ -83,7 +83,16 @@ class Session:
         )
 
     async def step(self, action: Any) -> dict[str, Any]:
-        """Take the client's step (``parse_action``'s shapes) and return the next observation."""
+        """Take the client's step (``parse_action``'s shapes) and return the next observation; openenv's
+        ``{"type": "list_tools"}`` takes no turn: the observation's ``tools`` are then MCP tools."""
+        if isinstance(action, dict) and action.get("type") == "list_tools":
+            self.touch()
+            payload = self.payload()
+            tools = [
+                {"name": n, "description": d, "input_schema": p} for n, d, p in tool_specs(self.served.env)
+            ]
+            payload["observation"]["tools"] = tools
+            return payload
         completion = parse_action(action)
         return await self.step_completion(completion)
 
