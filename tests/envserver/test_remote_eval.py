@@ -98,3 +98,36 @@ def test_cli_eval_url_with_the_tiny_model_samples_the_same_ids(calc_url: str, tm
         got = [c.completion_token_ids for c in b[key].trajectory.completions]
         assert got == [c.completion_token_ids for c in want.trajectory.completions], key
         assert all(c.token_ids_exact for c in b[key].trajectory.completions)
+
+
+TRAIN = """
+seed = 1
+out_dir = "{out}"
+
+[[envs]]
+name = "{url}"
+
+[sampling]
+max_tokens = 8
+
+[rl]
+preset = "grpo"
+steps = 2
+groups_per_step = 2
+group_size = 4
+
+[eval]
+tasks = 4
+"""
+
+
+def test_a_train_config_naming_the_url_trains_on_the_served_environment(
+    calc_url: str, tmp_path: Path
+) -> None:
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(TRAIN.format(out=tmp_path / "run", url=calc_url))
+    result = runner.invoke(app, ["train", str(cfg), "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["train_samples"] == 16 and summary["train_samples_errored"] == 0
+    assert summary[f"eval/{calc_url}/errors"] == 0 and summary["eval/samples"] == 4
