@@ -184,6 +184,20 @@ def test_steps_after_the_end_and_at_once(http: httpx.Client) -> None:
     assert "already running" in _detail(next(r for r in replies if r.status_code == 409))
     assert http.get("/state", headers={"X-Session-ID": sid}).json()["step_count"] == 1
     assert http.post(f"/sessions/{sid}/fork").status_code == 200
+    # a session closed while its step runs: the step is answered (409), not left hanging
+    replies.clear()
+    waiting = threading.Thread(target=step)
+    waiting.start()
+    while http.get(f"/sessions/{sid}").status_code == 200 and not server_busy(http, sid):
+        pass
+    assert http.delete(f"/sessions/{sid}").status_code == 200
+    waiting.join(timeout=10)
+    assert not waiting.is_alive() and replies[0].status_code == 409 and "closed" in _detail(replies[0])
+
+
+def server_busy(http: httpx.Client, sid: str) -> bool:
+    """Whether the session's step has started (its turn count moved on)."""
+    return bool(http.get("/state", headers={"X-Session-ID": sid}).json()["step_count"] == 2)
 
 
 def test_a_full_server_says_when_to_retry(server: EnvServer, http: httpx.Client) -> None:

@@ -139,6 +139,9 @@ class Episode:
         """Stop the harness where it is (a session closed or reaped mid-episode)."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        event = self._shared.next_event
+        if event is not None and not event.done():  # a step waiting on the harness: answer it, not hang
+            event.set_exception(StepError(409, "the session was closed while this step ran"))
         reply = self._shared.reply
         if reply is not None and not reply.done():
             reply.cancel()
