@@ -240,7 +240,7 @@ def register(app: typer.Typer) -> None:
         """
         from verigym._model_files import ModelFileError
         from verigym.envs.registry import EnvError
-        from verigym.train.checkpoint import TrainingHalted
+        from verigym.train.checkpoint import TrainingHalted, disk_full_line, is_disk_full
         from verigym.train.config import ConfigError
         from verigym.train.pipeline import run_train
         from verigym.train.sft import SFTDataError
@@ -292,8 +292,11 @@ def register(app: typer.Typer) -> None:
         except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
             fail(str(exc))
         except TrainingHalted as exc:  # NaN weights never saved, skipped steps, no update at all
-            fail(str(exc), exc.exit_code)
-        except RuntimeError as exc:  # Ray missing, weight pushes that kept failing
+            fail(str(exc), exc.exit_code)  # and a full disk during a checkpoint (DiskFull)
+        except (OSError, RuntimeError) as exc:  # Ray missing, weight pushes that kept failing
+            run_dir = Path(cfg.out_dir if resume is None else resume)
+            if is_disk_full(exc, run_dir):  # a full disk past the checkpoints (metrics, the final model)
+                fail(disk_full_line(run_dir, getattr(exc, "filename", None) or "a run file"))
             if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
                 raise
             fail(str(exc))

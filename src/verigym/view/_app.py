@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from verigym.view._index import ResultsIndex
 from verigym.view._query import Query, QueryError, compare_indexes, facets, run_query
@@ -127,6 +128,10 @@ def create_app(runs_dir: str | Path) -> FastAPI:
     @app.exception_handler(ViewError)
     async def _refused(request: Request, exc: ViewError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": f"{request.url.path}: {exc.detail}"}, status_code=exc.status_code)
 
     @app.exception_handler(QueryError)
     async def _bad_query(request: Request, exc: QueryError) -> JSONResponse:

@@ -213,7 +213,8 @@ def compare_indexes(
         raise QueryError(f"show: expected all, changed, pass_to_fail or fail_to_pass, got {show!r}")
     with a.lock, b.lock:
         ma, mb = _task_means(a, threshold), _task_means(b, threshold)
-    paired = [t for t in sorted(ma) if t in mb and not math.isnan(ma[t][0]) and not math.isnan(mb[t][0])]
+    # in run A's order, as ``verigym compare`` pairs them (the bootstrap's resamples follow the order)
+    paired = [t for t in ma if t in mb and not math.isnan(ma[t][0]) and not math.isnan(mb[t][0])]
     stats: dict[str, Any] = {"paired_tasks": len(paired), "delta": None, "ci95": None, "p_b_not_better": None}
     if paired:
         delta, ci, p = paired_bootstrap([ma[t][0] for t in paired], [mb[t][0] for t in paired], seed=seed)
