@@ -7,26 +7,40 @@ summaries, reports, checkpoint pointers) are written: a temporary file in the sa
 and synced, then ``os.replace``d over the target, so a kill at any moment leaves the old file or the
 new one, never an empty or half-written one; content that has not changed is not rewritten.
 Appending (``results.jsonl``, ``metrics.jsonl``: append, flush) is the only other way, and
-``tests/core/test_run_files.py`` holds the code to that."""
+``tests/core/test_run_files.py`` holds the code to that.
+
+The file layer's one fault-injection point: ``file_op(op, path)`` announces each operation of a run's
+checkpoints and resume (``write_atomic``/``open_atomic`` announce "write" and "replace"; ``replace``,
+``remove_tree``, ``remove_file`` and ``make_dir`` their own; a caller announces what it writes or reads
+another way). A hook installed with ``file_hook`` (tests, soaks) may raise there, as a kill or a full
+disk would, so every kill point of a checkpoint cycle can be tried in turn, without timing."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "FileHook",
     "FileProblem",
+    "file_hook",
+    "file_op",
     "iter_lines",
+    "make_dir",
     "open_atomic",
     "parse_jsonl",
     "read_jsonl",
     "read_toml",
+    "remove_file",
+    "remove_tree",
+    "replace",
     "write_atomic",
     "write_json",
 ]
@@ -163,6 +177,7 @@ def open_atomic(path: str | Path, *, text: bool = True) -> Iterator[Any]:
     """A new file to stream into (text, UTF-8, unless ``text=False``) that replaces ``path`` only
     when the block ends without an error: ``write_atomic`` for content written piece by piece."""
     path = Path(path)
+    file_op("write", path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w" if text else "wb", encoding="utf-8" if text else None) as fh:
@@ -170,7 +185,59 @@ def open_atomic(path: str | Path, *, text: bool = True) -> Iterator[Any]:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
+        file_op("replace", path)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+FileHook = Callable[[str, Path], None]
+"""``hook(op, path)`` before each announced file operation; raising fails the operation."""
+
+_hook: FileHook | None = None
+
+
+def file_op(op: str, path: str | Path) -> None:
+    """Announce a file operation about to happen: ``op`` is "read", "write", "replace", "remove" or
+    "mkdir". Nothing happens unless a ``file_hook`` is installed."""
+    if _hook is not None:
+        _hook(op, Path(path))
+
+
+@contextlib.contextmanager
+def file_hook(hook: FileHook) -> Iterator[None]:
+    """Install ``hook`` for the block (one at a time; the previous one comes back after)."""
+    global _hook
+    previous, _hook = _hook, hook
+    try:
+        yield
+    finally:
+        _hook = previous
+
+
+def replace(src: str | Path, dst: str | Path) -> None:
+    """``os.replace(src, dst)`` (a file or a folder renamed into place), announced as "replace"."""
+    file_op("replace", dst)
+    os.replace(src, dst)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a folder and everything in it (nothing there: nothing to do), announced as "remove"."""
+    if os.path.lexists(path):
+        file_op("remove", path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_file(path: str | Path) -> None:
+    """Remove a file (nothing there: nothing to do), announced as "remove"."""
+    if os.path.lexists(path):
+        file_op("remove", path)
+        Path(path).unlink(missing_ok=True)
+
+
+def make_dir(path: str | Path) -> None:
+    """Create a folder and its parents (there already: nothing to do), announced as "mkdir"."""
+    if not Path(path).is_dir():
+        file_op("mkdir", path)
+        Path(path).mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import torch
 
-from verigym._files import write_atomic
+from verigym._files import file_op, write_atomic
 from verigym.envs.base import Environment
 from verigym.runner import tuned_gc
 from verigym.train import checkpoint as ckpt
@@ -136,6 +136,7 @@ class TrainerArgs(TypedDict):
     envs: NotRequired[Sequence[tuple[str, Environment]] | None]
     out_dir: NotRequired[str | Path | None]
     progress: NotRequired[Progress | None]
+    ref: NotRequired[Path | None]
 
 
 class RLTrainer:
@@ -150,6 +151,7 @@ class RLTrainer:
         envs: Sequence[tuple[str, Environment]] | None = None,
         out_dir: str | Path | None = None,
         progress: Progress | None = None,
+        ref: Path | None = None,
     ) -> None:
         from verigym.policies.local import LocalPolicy
 
@@ -191,7 +193,9 @@ class RLTrainer:
             else None,
         )
         self.ref_model: Any = None
-        if rl.kl_beta > 0 and cfg.model.lora is None:
+        if ref is not None:  # resumed: the run's own reference, never the resumed weights
+            self.ref_model = _load_reference(ref, model)
+        elif rl.kl_beta > 0 and cfg.model.lora is None:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.step = 0
         self.updates = 0  # steps of this process that moved the weights
@@ -250,14 +254,17 @@ class RLTrainer:
         cfg_file = run_config_path(run)
         if cfg_file is None:
             raise FileNotFoundError(f"{run}: no {RUN_CONFIG}; is this a verigym train run directory?")
+        file_op("read", cfg_file)
         cfg = TrainConfig.model_validate_json(cfg_file.read_text())
         if steps is not None:
             cfg.rl.steps = steps
         latest = ckpt.latest_checkpoint(run)
         if latest is None:
             raise FileNotFoundError(f"{run}: no checkpoint to resume from")
+        ref = _reference_dir(cfg, latest)
+        file_op("read", latest / "model")
         model, tokenizer = load_model(cfg.model, weights=latest / "model")
-        trainer = cls(cfg, model=model, tokenizer=tokenizer, out_dir=run, progress=progress)
+        trainer = cls(cfg, model=model, tokenizer=tokenizer, out_dir=run, progress=progress, ref=ref)
         payload = ckpt.load_checkpoint(latest)
         trainer.state.optimizer.load_state_dict(payload["optimizer"])
         trainer.state.scheduler.load_state_dict(payload["scheduler"])
@@ -269,14 +276,6 @@ class RLTrainer:
             trainer.state.entropy.c = float(ts["entropy_c"])
         trainer.state.last_nll = float(ts["last_nll"])
         trainer.tracker.load_state_dict(ts["tracker"])
-        for ref in (latest / ckpt.REF_DIR, latest.parent / ckpt.REF_DIR):  # older runs: one per checkpoint
-            if ref.is_dir():
-                from transformers import AutoModelForCausalLM
-
-                trainer.ref_model = (
-                    AutoModelForCausalLM.from_pretrained(str(ref)).eval().requires_grad_(False)
-                )
-                break
         ckpt.set_rng_state(payload["rng"])
         return trainer
 
@@ -457,3 +456,29 @@ class RLTrainer:
     def _emit(self, event: str, info: dict[str, Any]) -> None:
         if self.progress is not None:
             self.progress(event, info)
+
+
+def _reference_dir(cfg: TrainConfig, latest: Path) -> Path | None:
+    """The frozen KL reference a resumed run needs (full fine-tuning with ``rl.kl_beta > 0``; LoRA's is
+    the base model with the adapter off), or None. Its absence is one line: taking the resumed weights
+    as the reference would change the run silently."""
+    if not (cfg.rl.kl_beta > 0 and cfg.model.lora is None):
+        return None
+    for ref in (latest.parent / ckpt.REF_DIR, latest / ckpt.REF_DIR):  # older runs: one per checkpoint
+        if ref.is_dir():
+            return ref
+    raise TrainingHalted(
+        f"--resume {latest.parent.parent}: the KL reference model ({latest.parent / ckpt.REF_DIR}) is "
+        "missing, and the resumed weights are not the reference the run started with; start the run "
+        "again (or set rl.kl_beta = 0 in a new run)"
+    )
+
+
+def _load_reference(ref: Path, model: Any) -> Any:
+    """The reference saved in ``ref``, frozen, on ``model``'s device and in its dtype."""
+    from transformers import AutoModelForCausalLM
+
+    file_op("read", ref)
+    param = next(model.parameters())
+    loaded = AutoModelForCausalLM.from_pretrained(str(ref), torch_dtype=param.dtype)
+    return loaded.to(param.device).eval().requires_grad_(False)
