@@ -2,9 +2,10 @@
 to run it (a background thread for tests and benchmarks, the foreground for the CLI).
 
 ``create_app(envs, ...)`` serves ``{name: Environment}``: the OpenEnv routes (``_openenv``), the ORS routes
-(``_ors``), behind ``EnvGuard`` (API key, body cap). A fresh JSON nesting limit and one-line errors come
-from ``_errors``. The reaper closes sessions idle past ``idle_s``; it starts with the first request on the
-serving loop (the shared runner turns ASGI lifespan off) and runs every ``min(idle_s / 4, 5)`` seconds.
+(``_ors``), behind ``EnvGuard`` (API key, body cap). One-line errors and the JSON nesting limit (64
+levels) come from ``_errors``. The reaper closes sessions idle past ``idle_s``; it starts with the first
+request on the serving loop (the shared runner turns ASGI lifespan off) and runs every
+``min(idle_s / 4, 5)`` seconds.
 
 The server runs on ``verigym._http_server``'s hardened HTTP protocol (header and body deadlines, a
 connection cap answered with 503) with WebSockets on (``ws="websockets-sansio"``), which that module's own
