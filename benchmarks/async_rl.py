@@ -42,7 +42,7 @@ def warm_start(out: Path, seed: int) -> Path:
 def run(base: Path, url: str, d: int, steps: int, out: Path, seed: int) -> dict[str, Any]:
     from verigym.scale.async_loop import AsyncRLTrainer
     from verigym.scale.remote import RemoteSampler
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.quickstart import quickstart_config
 
     cfg = quickstart_config(

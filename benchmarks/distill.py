@@ -76,7 +76,7 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     """Every arm of one seed (module doc); cached per arm under ``job['out']/seed-N``."""
     import torch
 
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.config import build_config
     from verigym.train.pipeline import build_sft_rows, save_final
     from verigym.train.quickstart import quickstart_config

@@ -77,7 +77,7 @@ def calibrate(seed: int, cache: Path) -> None:
     T=1 and greedy: how much each σ perturbs the sampler (needs the SFT cache of a benchmark run)."""
     import torch
 
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.exploration import parameter_noise
     from verigym.train.quickstart import quickstart_config
     from verigym.train.rl import RLTrainer, load_envs

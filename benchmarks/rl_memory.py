@@ -36,7 +36,7 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.quickstart_real import real_quickstart_config
     from verigym.train.rl import RLTrainer
 

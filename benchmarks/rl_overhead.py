@@ -39,7 +39,7 @@ def main() -> None:
     from verigym.policies.local import LocalPolicy
     from verigym.runner import tuned_gc
     from verigym.train import losses as L
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.config import build_config
     from verigym.train.rl import RLTrainer
     from verigym.train.samples import Row, collate

@@ -75,7 +75,7 @@ def _sample_rows(model_name: str, seed: int) -> tuple[list[Any], int]:
 
     import torch
 
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.rl import RLTrainer
 
     cfg = _cfg(tempfile.mkdtemp(prefix="rl_packing_"), model_name, seed, "padded", 1024, True)
@@ -144,7 +144,7 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from verigym.train._model import load_model
+    from verigym.train import load_model
 
     with open(args.rows, "rb") as f:
         rows = pickle.load(f)[args.layout]
@@ -162,7 +162,7 @@ def _time(args: argparse.Namespace, layouts: dict[str, list[Any]], share: bool) 
     """Seconds per update of each side, alternating, from the same weights each time."""
     import torch
 
-    from verigym.train._model import load_model
+    from verigym.train import load_model
 
     cfgs = {s: _cfg(tempfile.mkdtemp(prefix="rl_packing_"), args.model, args.seed, s, args.pack_tokens, share)
             for s in SIDES}  # fmt: skip

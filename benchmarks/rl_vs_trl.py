@@ -84,7 +84,7 @@ print(json.dumps({"s_per_step": per_step, "total_s": total, "steps": len(clock.t
 
 def _sft_model(out: Path, seed: int) -> tuple[Path, float]:
     """The quickstart recipe's SFT phase (stopped at its held-out target), saved to ``out``."""
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.pipeline import build_sft_rows, save_final
     from verigym.train.quickstart import quickstart_config
     from verigym.train.rl import RLTrainer
@@ -136,7 +136,7 @@ def run_trl(base: Path, work: Path, args: argparse.Namespace, seed: int) -> tupl
 
 def run_verigym(base: Path, work: Path, args: argparse.Namespace, seed: int) -> tuple[float, float]:
     """verigym's RLTrainer on the same work: (s/step, held-out pass@1 after)."""
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.config import build_config
     from verigym.train.pipeline import save_final
     from verigym.train.rl import RLTrainer

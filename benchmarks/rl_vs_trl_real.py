@@ -55,7 +55,7 @@ def sft_checkpoint(job: dict[str, Any]) -> dict[str, Any]:
     done = Path(job["work"]) / f"sft-{job['seed']}" / "sft.json"
     if done.is_file():
         return dict(json.loads(done.read_text()))
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.pipeline import build_sft_rows, save_final
     from verigym.train.rl import RLTrainer, load_envs
     from verigym.train.sft import sft_train
@@ -84,7 +84,7 @@ def verigym_side(job: dict[str, Any]) -> None:
     import torch
 
     torch.set_num_threads(job["threads"])
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.pipeline import save_final
     from verigym.train.rl import RLTrainer, load_envs
 
@@ -179,7 +179,7 @@ def run_side(side: str, job: dict[str, Any]) -> dict[str, Any]:
 
 def held_out(model_dir: str, job: dict[str, Any]) -> float:
     """The recipe's held-out eval (pass@1 at T = 1 on the test split under the seed) on a saved model."""
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.rl import RLTrainer, load_envs
 
     cfg = recipe(Path(job["work"]) / "eval", model_dir, job["seed"], job["sets"])

@@ -66,7 +66,7 @@ def rl_worker(rows: int, steps: int) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.config import build_config
     from verigym.train.rl import RLTrainer
 

@@ -331,3 +331,69 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
         "pkg.policies._chat:1 imports pkg.graders._rules, private to pkg.graders: import a public module "
         "or an export of pkg.graders's __init__ instead"
     ]
+
+
+# One road from a model name to a policy (issue 40 item 1, docs/architecture.md): weights are opened by
+# the opener alone (``policies.spec.open_model``/``load_weights`` over ``policies.local._loading``); the
+# other loads below read weights into something already open, each for the reason given.
+LOADERS = ("AutoModelForCausalLM", "AutoTokenizer", "AutoModel", "LocalPolicy")
+ROAD = {
+    "verigym.policies.local._loading": "the opener's loading (load_pretrained)",
+    "verigym.policies.catalogue": "converts a pulled GGUF into a model directory and checks the copy",
+    "verigym.train.rl": "resume reloads the frozen KL reference model a checkpoint saved beside the policy",
+    "verigym.serve._weights": "reads a pushed checkpoint's tensors into the served policy (swap_weights)",
+}
+
+
+def other_roads(root: Path, package: str = "verigym", allowed: Mapping[str, str] = ROAD) -> list[str]:
+    """Model loads (``X.from_pretrained(...)`` for X a transformers auto class or ``LocalPolicy``)
+    outside the opener and ``allowed``, and any reach into another object's ``_lock`` (a policy's lock
+    is taken through ``LocalPolicy.swap_weights``) outside ``policies.local``."""
+    problems = []
+    for name, path in _modules(root, package).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "from_pretrained"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in LOADERS
+                and name not in allowed
+            ):
+                problems.append(
+                    f"{name}:{node.lineno} opens a model with {node.func.value.id}.from_pretrained: open it "
+                    "through verigym.policies.spec.open_model / load_weights (verigym.train.load_model)"
+                )
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "_lock"
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+                and not name.startswith(f"{package}.policies.local")
+            ):
+                problems.append(f"{name}:{node.lineno} takes another object's _lock: use swap_weights")
+    return sorted(problems)
+
+
+def test_every_model_is_opened_through_the_one_opener() -> None:
+    problems = other_roads(ROOT)
+    assert not problems, "\n".join(problems)
+    for module in ROAD:
+        assert module in _modules(ROOT, "verigym"), f"ROAD names {module}, which no longer exists"
+
+
+def test_the_road_check_catches_another_road(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "cli.py": "def f(p):\n    return LocalPolicy.from_pretrained(p)\n",
+            "serve/x.py": "def g(policy):\n    with policy._lock:\n        pass\n",
+            "policies/local/y.py": "def h(self, other):\n    with self._lock, other._lock:\n        pass\n",
+            "train/z.py": "def k(p):\n    return AutoModelForCausalLM.from_pretrained(p)\n",
+        },
+    )
+    assert other_roads(pkg, "pkg", {"pkg.train.z": "a reason"}) == [
+        "pkg.cli:2 opens a model with LocalPolicy.from_pretrained: open it through "
+        "verigym.policies.spec.open_model / load_weights (verigym.train.load_model)",
+        "pkg.serve.x:2 takes another object's _lock: use swap_weights",
+    ]

@@ -115,7 +115,7 @@ def test_an_extreme_learning_rate_is_one_line_exit_2(
 
 
 def test_the_good_model_still_loads_in_train(models: dict[str, Path], tmp_path: Path) -> None:
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.config import ModelConfig
 
     model, _ = load_model(ModelConfig(path=str(models["good"]), tiny=None))

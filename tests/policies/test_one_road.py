@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -133,3 +134,47 @@ async def test_every_policy_closes_the_same_way() -> None:
     ]
     for policy in policies:
         await policy.aclose()  # type: ignore[attr-defined]
+
+
+def _train_config(tmp_path: Path) -> Path:
+    path = tmp_path / "train.toml"
+    path.write_text('[model]\ntiny = "tiny"\n\n[[envs]]\nname = "arithmetic"\n')
+    return path
+
+
+def test_train_and_sft_open_their_model_with_the_flags(tmp_path: Path) -> None:
+    from verigym._cli.train_cmd import load_train_config
+    from verigym.train import load_model
+
+    config = _train_config(tmp_path)
+    cfg = load_train_config(config, None, None, None, None, dtype="bfloat16", tool_format="hermes")
+    assert (cfg.model.dtype, cfg.model.tool_format) == ("bfloat16", "hermes")
+    model, _ = load_model(cfg.model)  # the public opener of the benchmark scripts
+    assert next(model.parameters()).dtype is torch.bfloat16
+    for command, args, said in [
+        ("train", ["--dtype", "int8"], "--dtype int8: expected one of auto, float32, bfloat16, float16"),
+        ("sft", ["--tool-format", "nope"], "--tool-format: unknown tool format 'nope'"),
+    ]:
+        result = runner.invoke(app, [command, str(config), *args], env={"COLUMNS": "200"})
+        assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output
+
+
+def test_sft_renders_in_the_configured_tool_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verigym.policies.local.chat as chat
+    from verigym.policies.tiny import build_tokenizer
+    from verigym.train.sft import messages_row
+    from verigym.types import Message
+
+    seen: list[object] = []
+    encode = chat.encode_chat
+
+    def recorded(*args: Any, **kwargs: Any) -> list[int]:
+        seen.append(kwargs.get("tool_format"))
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(chat, "encode_chat", recorded)
+    tok = build_tokenizer()
+    conversation = [Message(role="user", content="1+1"), Message(role="assistant", content="2")]
+    messages_row(tok, conversation, tool_format="llama3")
+    messages_row(tok, conversation)
+    assert seen == ["llama3", "llama3", None, None]  # each turn's prefix and whole, as LocalPolicy renders

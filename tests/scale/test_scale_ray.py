@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from verigym.scale.ray_backend import RAY_MISSING, RayMissingError, require_ray, use_ray
-from verigym.train._model import load_model
+from verigym.train import load_model
 from verigym.train.quickstart import quickstart_config
 from verigym.train.rl import RLTrainer
 

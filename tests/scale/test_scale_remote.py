@@ -16,7 +16,7 @@ from verigym.scale.async_loop import AsyncRLTrainer
 from verigym.scale.correction import Correction
 from verigym.scale.remote import RemoteSampler, WeightPushError
 from verigym.serve import spawn_server
-from verigym.train._model import load_model
+from verigym.train import load_model
 from verigym.train.config import TrainConfig
 from verigym.train.quickstart import quickstart_config
 

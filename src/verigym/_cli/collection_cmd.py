@@ -20,9 +20,11 @@ from rich.markup import escape
 
 from verigym._cli.common import (
     BaseUrl,
+    Dtype,
     MaxTokens,
     Temperature,
     Threads,
+    ToolFormat,
     console,
     eval_policy,
     fail,
@@ -203,6 +205,8 @@ def register(app: typer.Typer) -> None:
         ),
         resume: bool = typer.Option(False, "--resume", help="Continue the runs in --out."),
         threads: Threads = None,
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
         set_threads(threads)
@@ -215,6 +219,7 @@ def register(app: typer.Typer) -> None:
                     "num_tasks": num_tasks, "samples_per_task": samples_per_task, "temperature": temperature,
                     "max_tokens": max_tokens, "concurrency": concurrency, "seed": seed,
                     "out": str(out) if out else None, "env_args": parse_kv(env_arg, "--env-arg"),
+                    "dtype": dtype, "tool_format": tool_format,
                 },
                 "suite",
             )  # fmt: skip

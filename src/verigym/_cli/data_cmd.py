@@ -14,7 +14,17 @@ from typing import Annotated, Any
 import typer
 
 from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
-from verigym._cli.common import MaxTokens, Temperature, Threads, console, fail, parse_kv, set_threads
+from verigym._cli.common import (
+    Dtype,
+    MaxTokens,
+    Temperature,
+    Threads,
+    ToolFormat,
+    console,
+    fail,
+    parse_kv,
+    set_threads,
+)
 from verigym._files import write_json
 
 __all__ = ["register"]
@@ -78,6 +88,8 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Output folder: results, profile.jsonl, band.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted profile in --out."),
         threads: Threads = None,
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Estimate each task's pass rate with k samples; write profile.jsonl and the band's task ids."""
         from verigym.data.difficulty import Profile
@@ -96,6 +108,8 @@ def register(app: typer.Typer) -> None:
             temperature=temperature,
             max_tokens=max_tokens,
             seed=seed,
+            dtype=dtype,
+            tool_format=tool_format,
         )
         profile = Profile.from_records(_records(out))
         profile.save(out / "profile.jsonl")
@@ -136,6 +150,8 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Output folder: results, sft.jsonl, synth.json."),
         resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in --out."),
         threads: Threads = None,
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Rejection sampling: keep the teacher's verified trajectories as SFT data (sft.jsonl)."""
         from verigym.data.rejection import select_verified, write_sft
@@ -160,6 +176,8 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             agent=agent,
             agent_cmd=agent_cmd,
+            dtype=dtype,
+            tool_format=tool_format,
         )
         kept, stats = select_verified(_records(out), threshold=threshold, keep=keep, per_task=per_task)  # type: ignore[arg-type]
         n = write_sft(kept, out / "sft.jsonl")

@@ -17,7 +17,17 @@ import typer
 from rich.markup import escape
 
 from verigym._cli._select_show import online_mode, print_table
-from verigym._cli.common import BaseUrl, EnvArg, Threads, console, fail, parse_kv, set_threads
+from verigym._cli.common import (
+    BaseUrl,
+    Dtype,
+    EnvArg,
+    Threads,
+    ToolFormat,
+    console,
+    fail,
+    parse_kv,
+    set_threads,
+)
 from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
@@ -87,13 +97,37 @@ def _trained(env: str, env_args: dict[str, Any], model: str | None) -> TrainedAr
 
 
 def _policy(
-    model: str | None, base_url: list[str] | None, api_key_env: str | None, concurrency: int, flag: str
+    model: str | None,
+    base_url: list[str] | None,
+    api_key_env: str | None,
+    concurrency: int,
+    flag: str,
+    *,
+    dtype: str | None = None,
+    tool_format: str | None = None,
 ) -> tuple[Policy, str, bool]:
-    """The policy, a line describing it, and whether it is remote."""
-    from verigym.policies.base import PolicyError
+    """The policy (through the one opener, ``policies.spec.open_model``), a line describing it, and
+    whether it is remote. ``flag``: the prefix of the flags it came from (``--``, ``--judge-``)."""
+    from pydantic import ValidationError
+
+    from verigym.policies.base import ModelSpecError, PolicyError
     from verigym.policies.spec import MissingApiKey, ModelSpec, open_model
 
-    spec = ModelSpec(model=model, base_url=base_url or [], api_key_env=api_key_env, concurrency=concurrency)
+    try:
+        spec = ModelSpec.model_validate(
+            {
+                "model": model,
+                "base_url": base_url or [],
+                "api_key_env": api_key_env,
+                "concurrency": concurrency,
+                "dtype": dtype or "auto",
+                "tool_format": tool_format,
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "--" + str(first["loc"][0]).replace("_", "-")
+        fail(f"{name} {first.get('input')}: {str(first['msg']).removeprefix('Value error, ')}")
     try:
         opened = open_model(spec)
     except MissingApiKey as exc:
@@ -102,6 +136,10 @@ def _policy(
             if exc.implicit
             else f"{flag}: the environment variable {exc.variable} is not set"
         )
+    except ModelSpecError as exc:
+        if exc.field != "model":
+            fail(exc.worded("--"))
+        fail(f"{flag}model {model}: cannot load the local model ({exc})")
     except (OSError, ValueError, PolicyError) as exc:
         fail(f"{flag}model {model}: cannot load the local model ({exc})")
     return opened.policy, opened.description, opened.remote
@@ -220,6 +258,8 @@ def register(app: typer.Typer) -> None:
             None, "--out", help="Output folder (default: runs/select-<env>-<time>)."
         ),
         threads: Threads = None,
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
         set_threads(threads)
@@ -244,7 +284,9 @@ def register(app: typer.Typer) -> None:
             fail(f"environment {env!r}: cannot load tasks: {exc}")
         if not tasks:
             fail(f"environment {env!r} has no tasks")
-        policy, description, remote = _policy(model, base_url, api_key_env, concurrency, "--")
+        policy, description, remote = _policy(
+            model, base_url, api_key_env, concurrency, "--", dtype=dtype, tool_format=tool_format
+        )
         sources = trained.sources if trained is not None else {k: "user" for k in env_args}
         judge = None
         judge_remote = False

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from verigym._cli.common import console, fail
+from verigym._cli.common import Dtype, ToolFormat, console, fail
 
 __all__ = ["register"]
 
@@ -21,49 +21,49 @@ MAX_BODY_BYTES, MAX_CONCURRENT_REQUESTS, MAX_QUEUED_TOKENS = 8 * 1024 * 1024, 25
 MAX_CONNECTIONS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S, KEEP_ALIVE_S = 1000, 30.0, 120.0, 5.0
 
 
-def load_policy(model_path: str, dtype: str | None, device: str | None, max_batch_rows: int) -> Any:
-    """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh model)."""
-    from verigym._model_files import ModelFileError, check_model_dir, load_error
-    from verigym.policies.base import PolicyError
-    from verigym.policies.default import default_policy, missing_local_path, resolve_model_dir
-    from verigym.policies.local import LocalPolicy
+def load_policy(
+    model_path: str,
+    dtype: str | None,
+    device: str | None,
+    max_batch_rows: int,
+    tool_format: str | None = None,
+) -> Any:
+    """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh
+    model) through the one opener (``policies.spec.open_model``); its failures name MODEL_PATH or the flag."""
+    from pydantic import ValidationError
 
-    path = Path(model_path).expanduser()
+    from verigym.policies.base import ModelSpecError, PolicyError
+    from verigym.policies.default import resolve_model_dir
+    from verigym.policies.spec import ModelSpec, open_model
+
     try:
-        if path.exists():
-            if path.is_file():
-                check_model_dir(path, f"MODEL_PATH {model_path}")  # "is a file", one line
-            found = resolve_model_dir(path) if path.is_dir() else None
-            if found is None:
-                fail(f"MODEL_PATH {model_path}: no model here (expected config.json or adapter_config.json)")
-            check_model_dir(found, f"MODEL_PATH {model_path}")  # truncated weights and such: one line
-            record = _record(found)  # a verigym checkpoint: tools in the format it was trained with
-            policy = LocalPolicy.from_pretrained(
-                found,
-                dtype=dtype,
-                device=device,
-                max_batch_rows=max_batch_rows,
-                tool_format=record.tool_format if record is not None else None,
-            )
-        elif model_path in ("tiny", "small", "base"):
-            policy, message = default_policy(model_path)
-            policy.max_batch_rows = max_batch_rows
-            console.print(f"[yellow]{message}[/]")
-        elif missing := missing_local_path(model_path):
-            fail(f"MODEL_PATH {missing}")
-        else:
-            policy = LocalPolicy.from_pretrained(
-                model_path, dtype=dtype, device=device, max_batch_rows=max_batch_rows
-            )
-    except typer.Exit:
-        raise
-    except ModelFileError as exc:
-        fail(str(exc))
-    except (PolicyError, ValueError) as exc:
+        spec = ModelSpec.model_validate(
+            {
+                "model": model_path,
+                "dtype": dtype or "auto",
+                "device": device,
+                "tool_format": tool_format,
+                "max_batch_rows": max_batch_rows,
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "--" + str(first["loc"][0]).replace("_", "-")
+        fail(f"{name} {first.get('input')}: {str(first['msg']).removeprefix('Value error, ')}")
+    path = Path(model_path).expanduser()
+    found = resolve_model_dir(path) if path.is_dir() else None
+    record = _record(found) if found is not None else None  # said before the (slow) load
+    try:
+        opened = open_model(spec)
+    except ModelSpecError as exc:
+        if exc.field != "model":
+            fail(exc.worded("--"))
+        fail(exc.worded({"model": "MODEL_PATH"}) if exc.value is not None else f"MODEL_PATH {exc}")
+    except (PolicyError, ValueError, OSError) as exc:
         fail(f"MODEL_PATH {model_path}: {exc}")
-    except Exception as exc:  # mismatched weights, what transformers raises past OSError/ValueError
-        fail(load_error(f"MODEL_PATH {model_path}", exc))
-    return policy
+    if record is None and found is None and model_path in ("tiny", "small", "base"):
+        console.print(f"[yellow]{opened.description}[/]")
+    return opened.policy
 
 
 def _record(model_dir: Path) -> Any:
@@ -106,9 +106,7 @@ def serve_cmd(
     name: str | None = typer.Option(
         None, "--name", help="Model name clients use (default: the directory name)."
     ),
-    dtype: str | None = typer.Option(
-        None, "--dtype", help="Weights dtype: float32 (default), bfloat16, float16, auto."
-    ),
+    dtype: Dtype = None,
     device: str | None = typer.Option(
         None, "--device", help="Device: cpu or cuda (default: cuda when available)."
     ),
@@ -116,6 +114,7 @@ def serve_cmd(
         None, "--lora", help="Preload a LoRA adapter NAME=PATH (repeatable); clients use NAME as the model."
     ),
     max_batch_rows: int = typer.Option(256, "--max-batch-rows", help="Most sequences decoded in one pass."),
+    tool_format: ToolFormat = None,
     threads: int | None = typer.Option(
         None,
         "--threads",
@@ -220,7 +219,7 @@ def serve_cmd(
         torch.set_num_threads(threads)
 
     with console.status(f"loading {model_path}..."):
-        policy = load_policy(model_path, dtype, device, max_batch_rows)
+        policy = load_policy(model_path, dtype, device, max_batch_rows, tool_format)
         for item in lora or []:
             adapter, sep, path = item.partition("=")
             if not sep or not adapter or not path:

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
-from verigym._cli.common import Threads, console, fail, parse_kv, set_threads
+from verigym._cli.common import Dtype, Threads, ToolFormat, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
 
 __all__ = [
@@ -25,12 +25,30 @@ __all__ = [
 
 
 def load_train_config(
-    config: Path | None, overrides: list[str] | None, preset: str | None, steps: int | None, out: Path | None
+    config: Path | None,
+    overrides: list[str] | None,
+    preset: str | None,
+    steps: int | None,
+    out: Path | None,
+    *,
+    dtype: str | None = None,
+    tool_format: str | None = None,
 ) -> Any:
-    """The validated config, or one red line and exit 2."""
+    """The validated config, or one red line and exit 2. ``dtype``/``tool_format``: ``--dtype`` and
+    ``--tool-format``, the ``[model]`` table's keys (as every command that opens a model spells them)."""
+    from verigym.policies.spec import DTYPE_CHOICES, check_tool_format
     from verigym.train.config import ConfigError, load_config
 
     kv = parse_kv(overrides, "--set")
+    if dtype is not None:
+        if dtype not in DTYPE_CHOICES:
+            fail(f"--dtype {dtype}: expected one of {', '.join(DTYPE_CHOICES)}")
+        kv["model.dtype"] = dtype
+    if tool_format is not None:
+        try:
+            kv["model.tool_format"] = check_tool_format(tool_format)
+        except ValueError as exc:
+            fail(f"--tool-format: {exc}")
     if preset is not None:
         kv["rl.preset"] = preset
     if steps is not None:
@@ -233,6 +251,8 @@ def register(app: typer.Typer) -> None:
         agent_cmd: str = typer.Option(
             None, "--agent-cmd", help=AGENT_CMD_HELP + " Applies to every env of the config."
         ),
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Train with RL (GRPO family), after a light SFT warm-up when the sft table names data or demos.
 
@@ -267,7 +287,9 @@ def register(app: typer.Typer) -> None:
                     f"--resume {resume}: {run_cfg.name} is not a valid train config ({where}: {first['msg']})"
                 )
         else:
-            cfg = load_train_config(config, overrides, preset, steps, out)
+            cfg = load_train_config(
+                config, overrides, preset, steps, out, dtype=dtype, tool_format=tool_format
+            )
         if agent is not None or agent_cmd is not None:
             if resume is not None:
                 fail("--agent/--agent-cmd: a resumed run keeps the harness it was started with")
@@ -322,6 +344,8 @@ def register(app: typer.Typer) -> None:
             None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."
         ),
         threads: Threads = None,
+        dtype: Dtype = None,
+        tool_format: ToolFormat = None,
     ) -> None:
         """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
         from verigym._model_files import ModelFileError
@@ -332,7 +356,7 @@ def register(app: typer.Typer) -> None:
         from verigym.train.sft import SFTDataError
 
         set_threads(threads)
-        cfg = load_train_config(config, overrides, None, None, out)
+        cfg = load_train_config(config, overrides, None, None, out, dtype=dtype, tool_format=tool_format)
         to_run_dir(cfg.out_dir)
         try:
             with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:

@@ -86,11 +86,15 @@ class InProcessSampler:
         version, snapshot = self._pending
         self._pending = None
         policy = self._policy
-        params = dict(policy.model.named_parameters())
-        with policy._lock, torch.no_grad():
-            for name, value in snapshot.items():
-                params[name].copy_(value)
+
+        def copy_in(model: Any) -> None:  # under the policy's lock: never during a generation pass
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name, value in snapshot.items():
+                    params[name].copy_(value)
             policy.version = version
+
+        policy.swap_weights(copy_in)
 
     async def aclose(self) -> None:
         self._policy = None

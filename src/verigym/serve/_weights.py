@@ -131,5 +131,4 @@ def _reload(policy: LocalPolicy, path: str) -> None:
     missing = [k for k in target if k not in state and ".lora_" not in k]
     if missing or any(k not in target for k in state):
         raise ValueError(f"the weights do not fit the served model (e.g. {(missing or list(state))[0]})")
-    with policy._lock:  # not during a generation pass
-        model.load_state_dict(state, strict=False)
+    policy.swap_weights(lambda _: model.load_state_dict(state, strict=False))  # not during a pass

@@ -13,7 +13,9 @@
 - ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
 - ``optim``: the one AdamW and learning-rate schedule that SFT, RL and FSDP build.
 - ``checkpoint`` (exact resume), ``monitor`` (metrics.jsonl, entropy-law fit), ``report`` (report.html).
-- ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``.
+- ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``; ``load_model``: the model
+  and tokenizer of a ``[model]`` table through the one opener (``policies.spec.load_weights``), for
+  training and the benchmark scripts.
 - ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).
 - The hooks ``verigym.scale`` builds on: ``forward_logprobs`` (the current policy's per-token
   logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here;
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 from verigym._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from verigym.train._model import load_model
     from verigym.train._update import DataParallel, forward_logprobs, set_training
     from verigym.train.config import TrainConfig, build_config, load_config
     from verigym.train.pipeline import run_sft, run_train
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 __getattr__: Callable[[str], object] = lazy_getattr(
     __name__,
     {
+        "load_model": "verigym.train._model",
         "DataParallel": "verigym.train._update",
         "forward_logprobs": "verigym.train._update",
         "set_training": "verigym.train._update",
@@ -74,6 +78,7 @@ __all__ = [
     "build_config",
     "forward_logprobs",
     "load_config",
+    "load_model",
     "quickstart",
     "quickstart_config",
     "run_sft",

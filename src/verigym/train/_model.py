@@ -8,37 +8,43 @@ from typing import Any
 
 from verigym._model_files import ModelFileError, check_model_dir, load_error
 from verigym.envs.base import Environment
-from verigym.policies.base import Policy
+from verigym.policies.base import ModelSpecError, Policy
+from verigym.policies.spec import ModelSpec, load_weights
 from verigym.record import fold
 from verigym.runner import run_rollouts
 from verigym.train.config import LoraConfig, ModelConfig
 from verigym.types import Sampling, Task
 
-__all__ = ["apply_lora", "evaluate", "load_model", "resolve_device"]
+__all__ = ["apply_lora", "evaluate", "load_model", "model_spec", "resolve_device"]
 
 
 def resolve_device(name: str) -> str:
-    import torch
+    """``[model] device``: ``auto`` is CUDA when available (the opener's rule, ``resolve_device``)."""
+    from verigym.policies.local.loading import resolve_device as rule
 
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
+    return rule(name)
+
+
+def model_spec(cfg: ModelConfig, source: str | Path | None = None) -> ModelSpec:
+    """The ``ModelSpec`` of a ``[model]`` table (``source``: the weights to open, else ``cfg.path``)."""
+    path = source if source is not None else cfg.path
+    return ModelSpec(
+        model=None if path is None else str(path),
+        dtype=cfg.dtype,
+        device=None if cfg.device == "auto" else cfg.device,
+        tool_format=cfg.tool_format,
+    )
 
 
 def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer): from ``weights`` (a checkpoint's ``model/``) or ``cfg.path``, else a fresh tiny.
+    """(model, tokenizer) of a ``[model]`` table, opened by the one opener (``policies.spec.load_weights``:
+    the dtype rule, the device, the folder checks): from ``weights`` (a checkpoint's ``model/``) or
+    ``cfg.path``, else a fresh tiny model of size ``cfg.tiny`` built with ``cfg.seed``.
 
     For LoRA the base comes from ``cfg`` and the adapter from ``weights`` when given. A folder that
-    cannot be a model, or weights that do not load, raise ``ModelFileError`` (one line).
+    cannot be a model, or weights that do not load, raise ``ModelFileError`` (one line naming
+    ``model.path`` or the checkpoint).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    device = resolve_device(cfg.device)
-    dtype = torch.float32
-    if cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and device.startswith("cuda")):
-        dtype = torch.bfloat16
-    model: Any
     full = weights if weights is not None and cfg.lora is None else None
     source = full or cfg.path
     if source is not None:
@@ -49,18 +55,11 @@ def load_model(cfg: ModelConfig, *, weights: str | Path | None = None) -> tuple[
         if not Path(source).exists():
             raise FileNotFoundError(f"{where}: no model directory at {source}")
         check_model_dir(source, where)  # a file, an empty folder, truncated weights: one line
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(source))
-            model = AutoModelForCausalLM.from_pretrained(str(source), dtype=dtype)
-        except Exception as exc:  # mismatched shapes, an unknown architecture, a broken tokenizer
-            raise ModelFileError(load_error(f"{where} {source}", exc)) from None
-    else:
-        from verigym.policies import tiny
-
-        tokenizer = tiny.build_tokenizer()
-        model = tiny.build_model(cfg.tiny or "tiny", tokenizer, cfg.seed)
-        model = model.to(dtype=dtype)
-    model = model.to(device)
+    try:
+        loaded = load_weights(model_spec(cfg, source), seed=cfg.seed, tiny=cfg.tiny or "tiny")
+    except ModelSpecError as exc:  # mismatched shapes, an unknown architecture, a broken tokenizer
+        raise ModelFileError(f"{where} {exc}" if source is not None else str(exc)) from None
+    model, tokenizer = loaded.model, loaded.tokenizer
     if cfg.lora is not None:
         if weights is not None:
             from peft import PeftModel

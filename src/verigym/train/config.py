@@ -43,7 +43,7 @@ from pydantic import (
 from verigym._files import FileProblem, read_toml
 from verigym._numbers import first_bad_number
 from verigym.graders.penalties import RubricSpec
-from verigym.policies.spec import ModelSpec
+from verigym.policies.spec import ModelSpec, check_tool_format
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.train.advantages import AdvantageEstimator, GraderAggregation, Scale
 from verigym.train.exploration import GroupVariantsConfig
@@ -112,8 +112,15 @@ class ModelConfig(_Strict):
     tiny: str | None = "tiny"
     seed: int = 0
     lora: LoraConfig | None = None
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # the one rule (``policies.spec.ModelSpec``): auto is bfloat16 on CUDA, float32 elsewhere
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"
+    tool_format: str | None = None  # rollouts' and SFT's tool-call format (None: the tokenizer's)
+
+    @field_validator("tool_format")
+    @classmethod
+    def _tool_format(cls, value: str | None) -> str | None:
+        return check_tool_format(value)
 
 
 class EnvConfig(_Strict):

@@ -51,12 +51,13 @@ def build_sft_rows(cfg: TrainConfig, tokenizer: Any, envs: Sequence[tuple[str, E
     """The SFT rows the config asks for: ``sft.data`` and/or ``sft.demos`` oracle demonstrations per env."""
     rows: list[Row] = []
     if cfg.sft.data:
-        rows += load_sft_rows(cfg.sft.data, tokenizer)
+        rows += load_sft_rows(cfg.sft.data, tokenizer, tool_format=cfg.model.tool_format)
     if cfg.sft.demos:
         per_env = max(1, cfg.sft.demos // len(envs))
         for name, env in envs:
             demos = asyncio.run(oracle_demos(env, per_env, seed=cfg.seed, env_name=name))
-            rows += [messages_row(tokenizer, d, env.tool_schemas()) for d in demos]
+            fmt = cfg.model.tool_format
+            rows += [messages_row(tokenizer, d, env.tool_schemas(), tool_format=fmt) for d in demos]
     if not rows:
         raise SFTDataError("[sft] needs data (a JSONL file) or demos (a number of oracle demonstrations)")
     return rows

@@ -160,7 +160,7 @@ class RLTrainer:
         self.tokenizer = tokenizer
         self.out_dir = Path(out_dir or cfg.out_dir)
         self.progress = progress
-        self.policy = LocalPolicy(model, tokenizer, name="policy")
+        self.policy = LocalPolicy(model, tokenizer, name="policy", tool_format=cfg.model.tool_format)
         self.envs = list(envs) if envs is not None else load_envs(cfg)
         weights = {e.name: e.weight for e in cfg.envs}
         self.tracker = DifficultyTracker(

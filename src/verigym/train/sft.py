@@ -41,13 +41,17 @@ class SFTDataError(ValueError):
     """A line of an SFT file that is neither a results record nor a messages object."""
 
 
-def _encode(tokenizer: Any, messages: Sequence[Message], tools: Any, gen: bool) -> list[int]:
+def _encode(
+    tokenizer: Any, messages: Sequence[Message], tools: Any, gen: bool, tool_format: str | None
+) -> list[int]:
     from verigym.policies.local.chat import encode_chat  # the exact rendering LocalPolicy samples with
 
-    return encode_chat(tokenizer, messages, tools, add_generation_prompt=gen)
+    return encode_chat(tokenizer, messages, tools, add_generation_prompt=gen, tool_format=tool_format)
 
 
-def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None) -> Row:
+def messages_row(
+    tokenizer: Any, messages: Sequence[Message], tools: Any = None, *, tool_format: str | None = None
+) -> Row:
     """Tokenise a conversation with the chat template; mask 1 exactly on the assistant turns, up to and
     including their EOS: what a template writes after it (ChatML's newline after ``<|im_end|>``) is never
     sampled, so it is not trained."""
@@ -57,8 +61,8 @@ def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None)
     for i, m in enumerate(messages):
         if m.role != "assistant":
             continue
-        prefix = _encode(tokenizer, messages[:i], tools, True)
-        full = _encode(tokenizer, messages[: i + 1], tools, False)
+        prefix = _encode(tokenizer, messages[:i], tools, True, tool_format)
+        full = _encode(tokenizer, messages[: i + 1], tools, False, tool_format)
         if prefix[: len(ids)] != ids or full[: len(prefix)] != prefix:
             raise SFTDataError("the chat template does not render this conversation prefix-consistently")
         span = full[len(prefix) :]
@@ -70,8 +74,11 @@ def messages_row(tokenizer: Any, messages: Sequence[Message], tools: Any = None)
     return Row(ids=ids, mask=mask, logprobs=None)
 
 
-def load_sft_rows(path: str | Path, tokenizer: Any, *, min_reward: float = 1.0) -> list[Row]:
-    """Rows from a results.jsonl (records below ``min_reward`` or errored are skipped) or a messages JSONL."""
+def load_sft_rows(
+    path: str | Path, tokenizer: Any, *, min_reward: float = 1.0, tool_format: str | None = None
+) -> list[Row]:
+    """Rows from a results.jsonl (records below ``min_reward`` or errored are skipped) or a messages JSONL,
+    rendered with ``tool_format`` (None: the tokenizer's default, as ``LocalPolicy`` renders)."""
     rows: list[Row] = []
     p = Path(path)
     if not p.is_file():
@@ -85,10 +92,10 @@ def load_sft_rows(path: str | Path, tokenizer: Any, *, min_reward: float = 1.0) 
                 try:
                     rows += trajectory_sequences(rec.trajectory)
                 except NotTrainable:
-                    rows.append(messages_row(tokenizer, rec.trajectory.messages))
+                    rows.append(messages_row(tokenizer, rec.trajectory.messages, tool_format=tool_format))
             elif "messages" in obj:
                 msgs = [Message.model_validate(m) for m in obj["messages"]]
-                rows.append(messages_row(tokenizer, msgs, obj.get("tools")))
+                rows.append(messages_row(tokenizer, msgs, obj.get("tools"), tool_format=tool_format))
             else:
                 raise SFTDataError("expected a results record or an object with 'messages'")
         except SFTDataError as exc:
