@@ -108,6 +108,7 @@ def _uvicorn_server(
         port=port,
         http=_protocol_class(limits),
         ws="websockets-sansio",
+        ws_per_message_deflate=False,  # small JSON on a fast link: compressing costs more CPU than it saves
         ws_max_size=max_ws_bytes,
         interface="asgi3",
         lifespan="off",
