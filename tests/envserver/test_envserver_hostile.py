@@ -126,6 +126,8 @@ def test_malformed_bodies(http: httpx.Client) -> None:
     assert http.post("/mcp", json={"method": "tools/list"}).json()["error"]["code"] == -32600
     assert http.post("/create", json={"split": "test"}, headers={"X-Session-ID": "x"}).status_code == 422
     assert http.post("/create", json={"split": "test", "index": 0}).status_code == 400  # no X-Session-ID
+    odd = {"X-Session-ID": "x" * 500}
+    assert "X-Session-ID" in _detail(http.post("/create", json={"split": "test", "index": 0}, headers=odd))
 
 
 def test_unknown_sessions(http: httpx.Client) -> None:

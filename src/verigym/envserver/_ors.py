@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -62,10 +63,15 @@ def _sse(event: str, data: str) -> bytes:
     return f"event: {event}\r\n{lines}\r\n".encode()
 
 
+_SID = re.compile(r"[A-Za-z0-9._~:-]{1,128}")
+
+
 def _sid(request: Request) -> str:
     sid = request.headers.get("x-session-id", "").strip()
     if not sid:
         raise HTTPException(400, "X-Session-ID header is required")
+    if not _SID.fullmatch(sid):
+        raise HTTPException(400, "X-Session-ID must be 1-128 characters of letters, digits and ._~:-")
     return sid
 
 

@@ -14,6 +14,7 @@ keeps its episodes here. All of it runs on the server's event loop, so the table
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ class SessionTable:
     async def open(self, data: dict[str, Any], session_id: str | None = None) -> Session:
         """A new session on the task ``data``'s reset fields name, run to its first turn."""
         served = self.served(data.get("env"))
-        ref, task = served.pick(data)
+        ref, task = await asyncio.to_thread(served.pick, data)  # a dataset's first tasks() may read files
         sampling = _sampling(data.get("sampling"))
         episode_id = data.get("episode_id")
         if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
