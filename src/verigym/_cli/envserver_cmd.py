@@ -14,6 +14,8 @@ from verigym._cli.common import EnvArg, console, fail, parse_kv
 __all__ = ["register"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # ``verigym.envserver._app.MAX_BODY_BYTES``, spelled here for a fast --help
+# ``verigym._http_server.ServerLimits``' defaults, as ``verigym serve`` spells them
+MAX_CONNECTIONS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S, KEEP_ALIVE_S = 1000, 30.0, 120.0, 5.0
 
 
 def env_server_cmd(
@@ -48,6 +50,24 @@ def env_server_cmd(
         "--max-body-bytes",
         help="Largest request body or WebSocket message (default 8 MiB); a larger body gets 413 unread.",
     ),
+    max_connections: int = typer.Option(
+        MAX_CONNECTIONS,
+        "--max-connections",
+        help="Most open connections (WebSockets included); past it a new one gets 503 with Retry-After.",
+    ),
+    header_timeout: float = typer.Option(
+        HEADER_TIMEOUT_S,
+        "--header-timeout",
+        help="Seconds a client has to send a request's line and headers (408 and closed past it).",
+    ),
+    body_timeout: float = typer.Option(
+        BODY_TIMEOUT_S,
+        "--body-timeout",
+        help="Seconds a client has to send a request's body once its headers are in (closed past it).",
+    ),
+    keep_alive_timeout: float = typer.Option(
+        KEEP_ALIVE_S, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
+    ),
     share_grade_details: bool = typer.Option(
         False,
         "--share-grade-details",
@@ -60,8 +80,16 @@ def env_server_cmd(
     for flag, value in (("--max-sessions", max_sessions), ("--max-body-bytes", max_body_bytes)):
         if value < 1:
             fail(f"{flag} must be at least 1, got {value}")
-    if not (math.isfinite(session_timeout) and session_timeout > 0):
-        fail(f"--session-timeout must be a positive number of seconds, got {session_timeout}")
+    if max_connections < 1:
+        fail(f"--max-connections must be at least 1, got {max_connections}")
+    for flag, seconds in (
+        ("--session-timeout", session_timeout),
+        ("--header-timeout", header_timeout),
+        ("--body-timeout", body_timeout),
+        ("--keep-alive-timeout", keep_alive_timeout),
+    ):
+        if not (math.isfinite(seconds) and 0 < seconds < 1e9):
+            fail(f"{flag} must be a number of seconds above 0, got {seconds}")
     key = api_key
     if api_key_env is not None:
         key = os.environ.get(api_key_env)
@@ -76,6 +104,7 @@ def env_server_cmd(
         except OSError as exc:
             fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
 
+    from verigym._http_server import ServerLimits
     from verigym.envs.base import Environment
     from verigym.envs.registry import load_env
     from verigym.envserver import create_app, serve_envs
@@ -105,7 +134,8 @@ def env_server_cmd(
         f"serving {', '.join(loaded)} on http://{shown}:{port} (OpenEnv: /ws /reset /step; "
         f"ORS: /list_environments /{{env}}/call){'; API key required' if key else ''}"
     )
-    serve_envs(app, host, port, max_body_bytes)
+    limits = ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections)
+    serve_envs(app, host, port, max_body_bytes, limits)
 
 
 def register(app: typer.Typer) -> None:
