@@ -148,8 +148,13 @@ class Episode:
 
     def _arm(self) -> asyncio.Future[Turn | End]:
         event: asyncio.Future[Turn | End] = asyncio.get_running_loop().create_future()
+        event.add_done_callback(self._record)  # kept even when the step's waiter is cancelled
         self._shared.next_event = event
         return event
+
+    def _record(self, event: asyncio.Future[Turn | End]) -> None:
+        if not event.cancelled() and event.exception() is None:
+            self.current = event.result()
 
     async def _await(self, event: asyncio.Future[Turn | End]) -> Turn | End:
         self.current = await asyncio.shield(event)
