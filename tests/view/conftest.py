@@ -1,201 +1,15 @@
-"""Run folders for the viewer's tests: two eval runs on the same tasks, an agent-program run, a training
-run trained here (three RL steps of the tiny model, so ``rollouts_sample.jsonl`` is the trainer's own),
-a select-style summary, and the viewer serving them on 127.0.0.1.
-
-The eval records are written as ``verigym eval`` writes them (``Record.model_dump_json``), with token
-ids from the tiny model's own tokenizer so the sample page decodes and shades them; one reply holds
-``<script>`` and an ``<img onerror>``, which the page must show as text."""
+"""The viewer's tests' run folders (``view_runs``): two eval runs on the same tasks, an agent-program
+run, a training run, a select-style summary; and the viewer serving them on 127.0.0.1."""
 
 from __future__ import annotations
 
 import json
-import math
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from verigym.envs.arithmetic import ArithmeticEnv
-from verigym.envs.registry import register_env
-from verigym.rubric import Grader, Rubric
-from verigym.types import (
-    Completion,
-    ErrorInfo,
-    Grade,
-    Message,
-    Record,
-    Sampling,
-    Score,
-    Task,
-    ToolCall,
-    Trajectory,
-    Turn,
-    Usage,
-)
-
-SCRIPT_REPLY = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">the answer is 7'
-TASKS = [f"calc-{i}" for i in range(12)]
-
-
-def _completion(
-    text: str, tok: Any, *, calls: tuple[ToolCall, ...] = (), version: int | None = None
-) -> Completion:
-    ids = tuple(tok.encode(text).ids) if text else (0,)
-    lps = tuple(-0.05 - (i % 5) * 0.6 for i in range(len(ids)))
-    return Completion(
-        text=text,
-        tool_calls=calls,
-        finish_reason="tool_calls" if calls else "stop",
-        prompt_token_ids=(1, 2, 3),
-        completion_token_ids=ids,
-        logprobs=lps,
-        token_ids_exact=True,
-        usage=Usage(prompt_tokens=3, completion_tokens=len(ids)),
-        model="tiny",
-        policy_version=version,
-    )
-
-
-def _record(
-    task: str, k: int, passed: bool | None, tok: Any, *, reply: str | None = None, agent: bool = False
-) -> Record:
-    """One calc-like sample: a system prompt, the question, a calculator call and its result, the answer.
-    ``passed`` None: an errored sample (no reward)."""
-    n = int(task.split("-")[1])
-    question = f"What is {n} * 7? Use the calculator."
-    answer = reply if reply is not None else str(n * 7 if passed else n * 7 + 1)
-    call = ToolCall(id=f"call-{k}", name="calc", arguments=json.dumps({"expr": f"{n}*7"}))
-    first = _completion("", tok, calls=(call,))
-    last = _completion(answer, tok)
-    turns = [
-        Turn(source="model", messages=[first.as_message()], completion=first),
-        Turn(
-            source="env",
-            messages=[Message(role="tool", content=str(n * 7), tool_call_id=call.id, name="calc")],
-        ),
-        Turn(source="model", messages=[last.as_message()], completion=last),
-    ]
-    state: dict[str, Any] = {}
-    if agent:
-        side = _completion("A short summary of the work so far.", tok)
-        turns.insert(0, Turn(source="branch", messages=[side.as_message()], completion=side))
-        state = {
-            "gateway": {"calls": 3, "merged": 1, "branches": 1, "prefix_breaks": 0, "replayed": 0},
-            "calls": [
-                {"call": 0, "kind": "root", "parent": None, "dialect": "chat", "wall_s": 0.01},
-                {"call": 1, "kind": "auxiliary", "parent": 0, "dialect": "chat", "wall_s": 0.01},
-                {"call": 2, "kind": "continue", "parent": 0, "dialect": "chat", "wall_s": 0.01},
-            ],
-        }
-    traj = Trajectory(
-        task_id=task,
-        sample_index=k,
-        prompt=[
-            Message(role="system", content="You are a calculator agent."),
-            Message(role="user", content=question),
-        ],
-        turns=turns,
-        stop_reason="error" if passed is None else "done",
-        wall_s=0.1 + n / 100,
-        state=state,
-    )
-    if passed is None:
-        score, error = (
-            Score(error="policy: connection reset"),
-            ErrorInfo(kind="policy", message="connection reset"),
-        )
-    else:
-        grades = {
-            "correct": Grade(score=float(passed), detail=f"expected {n * 7}, got {answer[:40]}"),
-            "tool_call_ok": Grade(score=1.0, detail="calc called once"),
-        }
-        score, error = Score(grades=grades, reward=float(passed)), None
-    return Record(
-        env="calc",
-        model="tiny",
-        task_id=task,
-        sample_index=k,
-        sampling=Sampling(temperature=1.0, max_tokens=32, seed=n * 10 + k),
-        trajectory=traj,
-        score=score,
-        usage=Usage(prompt_tokens=6, completion_tokens=len(last.completion_token_ids or ())),
-        wall_s=0.1 + n / 100,
-        error=error,
-    )
-
-
-def write_eval(folder: Path, records: list[Record], model: Path, *, summary: bool = True) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "results.jsonl").open("w") as fh:
-        for r in records:
-            fh.write(r.model_dump_json() + "\n")
-    config = {
-        "config": {"env": "calc", "env_args": {}, "model": str(model), "success_threshold": 1.0},
-        "written_at": "2026-11-28T20:00:00Z",
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    if summary:
-        scored = [r.score.reward for r in records if r.score.reward is not None]
-        (folder / "summary.json").write_text(
-            json.dumps(
-                {
-                    "n_samples": len(records),
-                    "n_errors": sum(r.error is not None for r in records),
-                    "reward_mean": sum(scored) / len(scored) if scored else None,
-                    "pass_at_k": {"1": sum(scored) / len(scored) if scored else None},
-                    "total_tokens": sum(r.usage.total_tokens for r in records),
-                    "wall_s": 1.5,
-                }
-            )
-        )
-    return folder
-
-
-def _digit_share(task: Task, trajectory: Trajectory) -> float:
-    text = trajectory.final_text
-    return sum(c.isdigit() for c in text) / len(text) if text else 0.0
-
-
-def _digits_env() -> ArithmeticEnv:
-    """Arithmetic prompts rewarded by the share of digits in the reply: a dense signal even for the
-    untrained tiny model, so every group has advantages to show."""
-    env = ArithmeticEnv(level=1, size=64)
-    env.rubric = Rubric([Grader(_digit_share, name="digits")])
-    return env
-
-
-register_env("digits-view-test", _digits_env)
-
-
-def _train_run(folder: Path) -> None:
-    """Three RL steps of the tiny model: the trainer writes metrics.jsonl and rollouts_sample.jsonl
-    itself; stages.json and summary.json stand for the SFT stage and the pipeline's summary."""
-    import torch
-
-    from verigym.train._model import load_model
-    from verigym.train.config import build_config
-    from verigym.train.rl import RLTrainer
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    cfg = build_config(
-        {
-            "seed": 0,
-            "out_dir": str(folder),
-            "envs": [{"name": "digits-view-test"}],
-            "sampling": {"max_tokens": 4},
-            "rl": {"preset": "dr_grpo", "steps": 3, "groups_per_step": 3, "group_size": 4, "eval_every": 2},
-            "eval": {"tasks": 8},
-            "logging": {"rollout_groups": 2},
-        }
-    )
-    model, tok = load_model(cfg.model)
-    history = RLTrainer(cfg, model=model, tokenizer=tok).train()
-    torch.set_num_threads(threads)
-    (folder / "stages.json").write_text(json.dumps({"pass_at_1_initial": 0.0, "pass_at_1_after_sft": 0.25}))
-    last = history[-1].get("eval/pass_at_1")
-    (folder / "summary.json").write_text(json.dumps({"steps": 3, "pass_at_1_after_rl": last, "wall_s": 2.0}))
+from view_runs import SCRIPT_REPLY, TASKS, record, train_run, write_eval
 
 
 @pytest.fixture(scope="session")
@@ -204,15 +18,18 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> Path:
 
     tok = Tokenizer.from_file(str(tiny_dir / "tokenizer.json"))
     root = tmp_path_factory.mktemp("runs")
+    model = root / "models" / "tiny"  # the tokenizer the sample page decodes token ids with
+    model.mkdir(parents=True)
+    shutil.copy(tiny_dir / "tokenizer.json", model / "tokenizer.json")
     # A passes tasks 0-7, B passes 0-3 and 8-11: tasks 4-7 go pass -> fail, 8-11 fail -> pass
-    a = [_record(t, k, int(t.split("-")[1]) < 8, tok) for t in TASKS for k in range(2)]
-    b = [_record(t, k, not 4 <= int(t.split("-")[1]) < 8, tok) for t in TASKS for k in range(2)]
-    a[3] = _record("calc-1", 1, True, tok, reply=SCRIPT_REPLY)
-    b[-1] = _record("calc-11", 1, None, tok)
-    write_eval(root / "evals" / "before", a, tiny_dir)
-    write_eval(root / "evals" / "after", b, tiny_dir)
-    write_eval(root / "agent", [_record(t, 0, True, tok, agent=True) for t in TASKS[:3]], tiny_dir)
-    _train_run(root / "train")
+    a = [record(t, k, int(t.split("-")[1]) < 8, tok) for t in TASKS for k in range(2)]
+    b = [record(t, k, not 4 <= int(t.split("-")[1]) < 8, tok) for t in TASKS for k in range(2)]
+    a[3] = record("calc-1", 1, True, tok, reply=SCRIPT_REPLY)
+    b[-1] = record("calc-11", 1, None, tok)
+    write_eval(root / "evals" / "before", a, Path("models/tiny"))
+    write_eval(root / "evals" / "after", b, Path("models/tiny"))
+    write_eval(root / "agent", [record(t, 0, True, tok, agent=True) for t in TASKS[:3]], Path("models/tiny"))
+    train_run(root / "train")
     (root / "select").mkdir()
     (root / "select" / "summary.json").write_text(json.dumps({"methods": {"majority": 0.5}, "n_tasks": 12}))
     return root
@@ -226,7 +43,3 @@ def viewer(runs_dir: Path) -> Iterator[str]:
     handle = start_viewer(runs_dir)
     yield handle.url
     handle.stop()
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

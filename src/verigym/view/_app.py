@@ -208,7 +208,7 @@ def create_app(runs_dir: str | Path) -> FastAPI:
         if at is None or not 0 <= at < len(index):
             raise ViewError(404, f"run {run!r}: no such sample")
         try:
-            view = sample_view(index.line(at), folder)
+            view = sample_view(index.line(at), folder, runs.root)
         except ValueError as exc:
             raise ViewError(
                 422, f"run {run!r} row {at}: not a results record ({str(exc).splitlines()[0]})"

@@ -192,14 +192,25 @@ def _tokens(completion: Any, tokenizer: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def sample_view(line: bytes, folder: Path) -> dict[str, Any]:
+def _model_tokenizer(model: str, folder: Path, root: Path) -> Any:
+    """The tokenizer of the run's model: its path as given (from where the eval ran), else from the runs
+    directory or the run's folder (a path written relative to them)."""
+    for base in (None, root, folder):
+        path = Path(model).expanduser() if base is None else base / model
+        found = _tokenizer(str(path))
+        if found is not None:
+            return found
+    return None
+
+
+def sample_view(line: bytes, folder: Path, root: Path) -> dict[str, Any]:
     """One sample as the page shows it: every message in order with its source, tool calls and the
     completion's per-token logprobs; the grader vector with details; tokens; the agent program's calls."""
     record = Record.model_validate_json(line)
     t = record.trajectory
     config = read_json(folder / "config.json") or {}
     model = (config.get("config", {}) if isinstance(config, dict) else {}).get("model")
-    tokenizer = _tokenizer(str(model)) if model else None
+    tokenizer = _model_tokenizer(str(model), folder, root) if model else None
     messages: list[dict[str, Any]] = [{"source": "prompt", **m.model_dump()} for m in t.prompt]
     call = 0
     for turn in t.turns:

@@ -115,7 +115,7 @@ V.route(/^\/$/, async () => {
   const data = await V.api("runs");
   fill(data);
   V.show(
-    h("h1", {}, `Runs in ${data.root}`),
+    h("h1", {}, "Runs"), h("p", { className: "muted" }, data.root),
     data.runs.length ? "" : h("p", { className: "muted" }, "No run folders here yet (eval, train, suite, select, compare, profile)."),
     h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["", "run", "kind", "model", "env", "date", "n", "reward", "pass@k", "errors", "tokens", "wall time"].map((c) => h("th", {}, c)))), table),
     h("div", { className: "pager" }, compare, h("span", { className: "muted" }, "tick two eval runs on the same tasks")),
