@@ -24,6 +24,21 @@ endif
 endif
 endif
 
+# The viewer's browser tests (tests/view) drive Debian's chromium through Playwright (no browser download):
+# `make setup` / `make test` install it the same way, else say so; the browser tests then fail with one
+# line naming what is missing.
+ifneq ($(filter setup test pytest,$(or $(MAKECMDGOALS),setup)),)
+ifeq ($(shell command -v chromium),)
+CHROMIUM_INSTALL := $(shell if [ "$$(id -u)" = 0 ]; then S=""; elif sudo -n true 2>/dev/null; then S="sudo -n"; else exit 0; fi; \
+  command -v apt-get >/dev/null 2>&1 || exit 0; echo "installing chromium (the viewer's browser tests) with apt-get" >&2; \
+  $$S apt-get install -y -q chromium >/dev/null 2>&1 || \
+  { $$S apt-get update -q >/dev/null 2>&1 && $$S apt-get install -y -q chromium >/dev/null 2>&1; })
+ifeq ($(shell command -v chromium),)
+$(warning the viewer's browser tests need chromium: run 'sudo apt-get install chromium' (tests/view/test_view_browser.py fails until then))
+endif
+endif
+endif
+
 .PHONY: setup demo test lint typecheck pytest lock test-latest bench-venv clean
 
 $(STAMP): $(LOCK) requirements-data.lock requirements-ifeval.lock requirements-grammar.lock pyproject.toml
