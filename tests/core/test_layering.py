@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports only _http_server of verigym
     "_http_server": 1,  # uvicorn with read deadlines and a connection cap for every server; nothing of verigym
     "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym
+    "registry": 1,  # Registry[T] and the verigym.plugins group, for every extension axis; nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
     "record": 1,  # the typed, versioned run record (header, summaries, the one fold, read_run); types only
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym

@@ -1,10 +1,12 @@
 """Find environments by name: ``load_env(name, **kwargs)``, ``list_envs()``, ``register_env``.
 
-Names resolve, in order, to: environments registered at run time with ``register_env``; the
-built-ins; third-party environments advertised in the ``verigym.envs`` entry-point group of an
-installed package::
+The environments are a ``verigym.registry.Registry`` (``ENVS``). Names resolve, in order, to:
+environments registered at run time with ``register_env`` (or ``ENVS.register``); the built-ins;
+environments a package adds through the ``verigym.plugins`` entry-point group (a module that calls
+``register_env`` on import, see ``verigym.registry``); and, deprecated, the older ``verigym.envs``
+group of one environment per entry point::
 
-    [project.entry-points."verigym.envs"]
+    [project.entry-points."verigym.envs"]     # deprecated: use verigym.plugins
     my-env = "my_package.envs:MyEnv"
 
 A name may be an env-server address, ``http://HOST:PORT`` (``openenv+http://`` / ``ors+http://`` to
@@ -32,16 +34,20 @@ import importlib.metadata
 import importlib.util
 import inspect
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from verigym.registry import PLUGIN_GROUP, Registry, UnknownNameError
 
 if TYPE_CHECKING:
     from verigym.envs.base import Environment
     from verigym.graders.families import GraderFamily
 
 __all__ = [
+    "ENVS",
     "EnvArgError",
     "EnvError",
     "UnknownEnvError",
@@ -60,11 +66,8 @@ class EnvError(Exception):
     """An environment could not be loaded; the message is one line."""
 
 
-class UnknownEnvError(EnvError, LookupError):
-    """No environment has this name."""
-
-    def __str__(self) -> str:  # LookupError subclasses would otherwise quote the message
-        return str(self.args[0]) if self.args else ""
+class UnknownEnvError(EnvError, UnknownNameError):
+    """No environment has this name (the registry's ``UnknownNameError``, listing the known names)."""
 
 
 class EnvArgError(EnvError, ValueError):
@@ -123,7 +126,15 @@ def _builtin(name: str) -> _Entry | None:
     return _builtins().get(name)
 
 
-_REGISTERED: dict[str, _Entry] = {}
+ENVS: Registry[Any] = Registry(
+    "environment",
+    builtins=lambda: {name: entry.target for name, entry in _builtins().items()},
+    error=UnknownEnvError,
+)
+"""Every environment factory by name: the built-ins (found by reading their modules), then those
+registered (``register_env``) or added by a ``verigym.plugins`` package."""
+
+_DESCRIBED: dict[str, str] = {}  # descriptions given to register_env
 
 
 def register_env(name: str, factory: str | Callable[..., Any], description: str = "") -> None:
@@ -135,7 +146,8 @@ def register_env(name: str, factory: str | Callable[..., Any], description: str 
         raise ValueError("an environment name must be a non-empty string")
     if isinstance(factory, str) and ":" not in factory:
         raise ValueError(f"import path {factory!r} must look like 'package.module:attr'")
-    _REGISTERED[name] = _Entry(factory, description or _describe(factory))
+    ENVS.register(name, factory)
+    _DESCRIBED[name] = description or _describe(factory)
 
 
 def _describe(target: Any) -> str:
@@ -149,23 +161,41 @@ def _describe(target: Any) -> str:
 
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The deprecated ``verigym.envs`` group (one environment per entry point)."""
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _old_group(ep: importlib.metadata.EntryPoint) -> Any:
+    warnings.warn(
+        f"environment {ep.name!r} comes from the entry-point group {ENTRY_POINT_GROUP!r}, which is "
+        f"deprecated: declare it in {PLUGIN_GROUP!r} (a module that calls register_env)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return ep.load()
 
 
 def list_envs() -> dict[str, str]:
     """Every known environment name with a one-line description, sorted by name.
 
-    Built-ins are described without importing them; entry points are loaded to read their
-    ``description`` (a package that fails to load says so in its description).
+    Built-ins are described without importing them; plugins' and entry points' are loaded to read
+    their ``description`` (a package that fails to load says so in its description).
     """
     out: dict[str, str] = {}
     for name, ep in _entry_points().items():
         try:
-            out[name] = _describe(ep.load()) or f"(from {ep.value})"
+            out[name] = _describe(_old_group(ep)) or f"(from {ep.value})"
         except Exception as exc:
             out[name] = f"(cannot load {ep.value}: {type(exc).__name__}: {exc})"
-    out.update({name: entry.description for name, entry in _builtins().items()})
-    out.update({name: entry.description for name, entry in _REGISTERED.items()})
+    builtins = _builtins()
+    for name in ENVS.names():
+        if name in _DESCRIBED:
+            out[name] = _DESCRIBED[name]
+        elif name in builtins and ENVS.target(name) == builtins[name].target:
+            out[name] = builtins[name].description
+        else:  # added by a plugin without register_env's description
+            target = ENVS.target(name)
+            out[name] = f"(from {target})" if target else _describe(ENVS.get(name))
     return dict(sorted(out.items()))
 
 
@@ -212,19 +242,27 @@ def _is_address(name: str) -> bool:
 def _resolve(name: str) -> Any:
     if _is_address(name):  # an environment served over HTTP (OpenEnv or the Open Reward Standard)
         return functools.partial(_import_attr("verigym.envs.remote:RemoteEnv"), name)
-    entry = _REGISTERED.get(name) or _builtin(name)
-    if entry is not None:
-        return _import_attr(entry.target) if isinstance(entry.target, str) else entry.target
+    target = ENVS.target(name)
+    if target is not None:  # a built-in or a name registered by import path: one-line import errors
+        return _import_attr(target)
+    factory = ENVS.find(name)
+    if factory is not None:
+        return factory
     ep = _entry_points().get(name)
     if ep is not None:
-        return ep.load()
+        return _old_group(ep)
     if name.startswith("rg:") and len(name) > 3:
         # by import path, like the built-ins (envs.rg imports this module)
         return functools.partial(_import_attr("verigym.envs.rg:rg_env"), name[3:])
     if ":" in name:
         return _import_attr(name)
-    known = ", ".join(list_envs()) or "none"
-    raise UnknownEnvError(f"unknown environment {name!r}; known environments: {known}")
+    known = tuple(list_envs())
+    raise UnknownEnvError(
+        f"unknown environment {name!r}; expected one of {', '.join(known) or 'none'}",
+        kind="environment",
+        name=name,
+        known=known,
+    )
 
 
 def _check_kwargs(name: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:

@@ -93,10 +93,9 @@ class MissingApiKey(ValueError):
 def check_tool_format(value: str | None) -> str | None:
     """``value`` when it names a tool-call format (or is None); else ``ValueError`` listing them."""
     if value is not None:
-        from verigym.policies.local.chat import TOOL_FORMATS
+        from verigym.policies.local.chat import get_format
 
-        if value not in TOOL_FORMATS:
-            raise ValueError(f"unknown tool format {value!r}; expected one of {', '.join(TOOL_FORMATS)}")
+        get_format(value)  # UnknownToolFormat, a ValueError listing the registry's names
     return value
 
 

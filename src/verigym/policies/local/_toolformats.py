@@ -1,7 +1,7 @@
 """Tool-call formats: how tool schemas, an assistant's calls and tool results are written as text, and
 how a model's calls are parsed back out of its reply.
 
-One registry, ``TOOL_FORMATS``, serves ``encode_chat`` (rendering, for chat templates that ignore
+One registry, ``TOOL_FORMATS`` (a ``verigym.registry.Registry``: a plugin adds a format), serves ``encode_chat`` (rendering, for chat templates that ignore
 ``tools`` or drop tool calls), ``LocalPolicy`` and ``verigym serve`` (parsing). Each format follows a
 public definition:
 
@@ -39,6 +39,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from verigym.registry import Registry, UnknownNameError
 from verigym.types import ToolCall
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "CallLike",
     "Parsed",
     "ToolFormat",
+    "UnknownToolFormat",
     "call_parts",
     "default_format",
     "get_format",
@@ -333,17 +335,36 @@ class Mistral(ToolFormat):
         return text if cut < 0 else text[:cut]
 
 
-TOOL_FORMATS: dict[str, ToolFormat] = {f.name: f for f in (Hermes(), Llama3(), Mistral(), SmolLM2())}
+class UnknownToolFormat(UnknownNameError):
+    """No tool-call format has this name (``--tool-format``, ``tool_format =``)."""
+
+
+def _format(value: Any) -> ToolFormat:
+    """A registered value as a format: a ``ToolFormat`` subclass is instantiated."""
+    if isinstance(value, type) and issubclass(value, ToolFormat):
+        value = value()
+    if not isinstance(value, ToolFormat):
+        raise TypeError(f"a tool format must be a verigym ToolFormat, not {type(value).__name__}")
+    return value
+
+
+TOOL_FORMATS: Registry[ToolFormat] = Registry(
+    "tool format",
+    builtins={f.name: f for f in (Hermes(), Llama3(), Mistral(), SmolLM2())},
+    error=UnknownToolFormat,
+    make=_format,
+)
+"""Every tool-call format by name (``verigym.registry.Registry``): the four built-ins, then those
+registered (``TOOL_FORMATS.register(name, FormatOrClass or "module:attr")``) or added by a
+``verigym.plugins`` package."""
 
 
 def get_format(name: str | ToolFormat) -> ToolFormat:
-    """The registered format of that name (a ``ToolFormat`` is returned as it is)."""
+    """The registered format of that name (a ``ToolFormat`` is returned as it is); an unknown name is
+    ``UnknownToolFormat`` (a ``ValueError``) listing the known ones."""
     if isinstance(name, ToolFormat):
         return name
-    try:
-        return TOOL_FORMATS[name]
-    except KeyError:
-        raise ValueError(f"unknown tool format {name!r}; expected one of {', '.join(TOOL_FORMATS)}") from None
+    return TOOL_FORMATS.get(name)
 
 
 def _template_text(tokenizer: Any) -> str:
