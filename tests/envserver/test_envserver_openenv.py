@@ -197,6 +197,11 @@ def test_info_routes(server: EnvServer) -> None:
         schema = client.get("/schema").json()
         assert set(schema) == {"action", "observation", "state"}
         assert "tool_calls" in schema["action"]["properties"]
+        # what `openenv validate URL` checks of a running server (openenv.cli._validation)
+        openapi = client.get("/openapi.json").json()
+        assert isinstance(openapi["info"]["version"], str)
+        assert {"/reset", "/step", "/state"} <= set(openapi["paths"])  # simulation mode: all three
+        assert client.post("/mcp", json={}).json()["jsonrpc"] == "2.0"
 
 
 def test_a_socket_joins_an_mcp_session_as_openenvs_mcp_client_does(server: EnvServer) -> None:

@@ -79,7 +79,8 @@ def create_app(
         raise ValueError("max_sessions, max_body_bytes and idle_s must be positive")
     served = {name.lower(): ServedEnv(name.lower(), env) for name, env in envs.items()}
     table = SessionTable(served, max_sessions=max_sessions, idle_s=idle_s, details=share_grade_details)
-    app = FastAPI(title="verigym env-server", docs_url=None, redoc_url=None, openapi_url=None)
+    # /openapi.json stays on: `openenv validate URL` reads its version and paths
+    app = FastAPI(title="verigym env-server", version=served_version, docs_url=None, redoc_url=None)
     app.state.table = table
 
     @app.exception_handler(RequestValidationError)
