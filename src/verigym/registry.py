@@ -144,14 +144,20 @@ class Registry(Generic[T]):
                 return
             self._state = "loading"
             before = dict(self._entries)
-            found = self._builtins() if callable(self._builtins) else self._builtins
+            found = dict((self._builtins() if callable(self._builtins) else self._builtins) or {})
             added = {k: v for k, v in self._entries.items() if k not in before}  # registered on import
-            merged: dict[str, Any] = {**dict(found or {}), **added}
+            merged: dict[str, Any] = {**found, **added}
             names = sorted(merged) if self._sort else list(merged)
             self._builtin_names = tuple(names)
-            others = {k: v for k, v in before.items() if k not in merged}
-            self._entries = {**{n: merged[n] for n in names}, **others}
+            # a name registered before the built-ins were looked for keeps its value
+            self._entries = {**{n: before.get(n, merged[n]) for n in names}, **before}
             self._state = "ready"
+
+    def registered(self) -> dict[str, Any]:
+        """What is registered so far, as given (``"module:attr"`` strings unimported), looking for no
+        built-in or plugin: for a built-ins finder that imports modules which register themselves."""
+        with self._lock:
+            return dict(self._entries)
 
     @property
     def builtin_names(self) -> tuple[str, ...]:
@@ -168,7 +174,7 @@ class Registry(Generic[T]):
             raise ValueError(f"a {self.kind} name must be a non-empty string")
         if isinstance(value, str) and ":" not in value:
             raise ValueError(f"{self.kind} {name!r}: {value!r} is not 'package.module:attr'")
-        if self._state == "new":
+        if not replace:
             self._ready()
         with self._lock:
             if not replace and name in self._entries:
@@ -213,11 +219,13 @@ class Registry(Generic[T]):
                 self._resolved[name] = entry
         return entry
 
-    def get(self, name: str) -> T:
+    def get(self, name: str, *default: Any) -> T:
         """The entry ``name``; an unknown name is ``error`` (an ``UnknownNameError``) listing the
-        known names."""
+        known names, unless a ``default`` is given (returned instead, as a mapping's ``get``)."""
         entry = self.find(name)
         if entry is None:
+            if default:
+                return cast(T, default[0])
             raise self.unknown(name)
         return entry
 

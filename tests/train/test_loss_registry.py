@@ -83,7 +83,9 @@ def test_the_update_calls_the_registered_function_with_the_loss_options(
 
 
 def test_an_unregistered_loss_is_a_one_line_config_error(tmp_path: Any) -> None:
-    with pytest.raises(ConfigError, match=r"^config: rl\.loss: unknown loss 'nope'; choose one of \[") as err:
+    with pytest.raises(
+        ConfigError, match=r"^config: rl\.loss: unknown loss 'nope'; expected one of .*ppo"
+    ) as err:
         build_config({"rl": {"loss": "nope"}})
     assert "\n" not in str(err.value)
     path = tmp_path / "c.toml"

@@ -1,8 +1,9 @@
 """The grader-family registry: each family declares itself, with its suites and its bench verdict.
 
 A family's module declares ``BENCH = GraderFamily(name, verdict, suites=..., ...)`` beside its
-``bench_verdict``; nothing else lists it. ``find_family(name)`` looks, in order, at families
-registered at run time (``register_family``), at ``verigym.graders.<name>`` (a family is found
+``bench_verdict``; nothing else lists it. The families are a ``verigym.registry.Registry``
+(``FAMILIES``), so a ``verigym.plugins`` package adds one with ``register_family``.
+``find_family(name)`` looks, in order, at families registered at run time (``register_family``), at ``verigym.graders.<name>`` (a family is found
 under its own name, importing that one module), at a dotted module path (its ``BENCH``, or the
 older convention of module-level ``bench_verdict`` / ``SUITE_FIELDS`` / ``bench_warmup`` /
 ``check_suite_line``), and last at every public module of ``verigym.graders``
@@ -23,7 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from verigym.registry import Registry, UnknownNameError
+
 __all__ = [
+    "FAMILIES",
     "GraderFamily",
     "UnknownFamilyError",
     "find_family",
@@ -32,11 +36,8 @@ __all__ = [
 ]
 
 
-class UnknownFamilyError(LookupError):
+class UnknownFamilyError(UnknownNameError):
     """No grader family has this name (or the module named has no family)."""
-
-    def __str__(self) -> str:  # LookupError would otherwise quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,28 @@ class GraderFamily:
     source: str = ""
 
 
-_REGISTERED: dict[str, GraderFamily] = {}
 _SKIP = frozenset({"bench", "families"})  # graders' public modules that are not families
+
+
+def _scan() -> dict[str, GraderFamily]:
+    """The families of ``verigym.graders``: each public module is imported and its ``BENCH`` read."""
+    out: dict[str, GraderFamily] = {}
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # verigym.graders, not imported
+        if info.name.startswith("_") or info.name in _SKIP:
+            continue
+        module = _import(f"verigym.graders.{info.name}")
+        family = None if module is None else _declared(module)
+        if family is not None and family.name not in out:
+            out[family.name] = family
+    return out
+
+
+FAMILIES: Registry[GraderFamily] = Registry(
+    "grader family", builtins=lambda: _scan(), error=UnknownFamilyError, sort_builtins=True
+)
+"""Every grader family by name (``verigym.registry.Registry``): those of ``verigym.graders`` (found by
+importing its public modules, only when a listing or an unknown name needs them), then those
+registered (``register_family``) or added by a ``verigym.plugins`` package."""
 
 
 def register_family(family: GraderFamily) -> GraderFamily:
@@ -69,7 +90,7 @@ def register_family(family: GraderFamily) -> GraderFamily:
     Its ``source`` defaults to its verdict's module, which must declare it as ``BENCH`` for a bench
     child process to find it again."""
     family = replace(family, source=family.source or family.verdict.__module__)
-    _REGISTERED[family.name] = family
+    FAMILIES.register(family.name, family)
     return family
 
 
@@ -101,24 +122,16 @@ def _import(path: str) -> ModuleType | None:
 
 
 def grader_families() -> dict[str, GraderFamily]:
-    """Every family: those of ``verigym.graders`` (each of its public modules is imported) and those
-    registered at run time."""
-    out: dict[str, GraderFamily] = {}
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # verigym.graders, not imported
-        if info.name.startswith("_") or info.name in _SKIP:
-            continue
-        module = _import(f"verigym.graders.{info.name}")
-        family = None if module is None else _declared(module)
-        if family is not None and family.name not in out:
-            out[family.name] = family
-    out.update(_REGISTERED)
-    return dict(sorted(out.items()))
+    """Every family: those of ``verigym.graders`` (each of its public modules is imported), those
+    registered at run time and those of ``verigym.plugins`` packages, by name."""
+    return dict(sorted(FAMILIES.items()))
 
 
 def find_family(name: str) -> GraderFamily:
     """The family called ``name`` (or declared by the module at the dotted path ``name``)."""
-    if name in _REGISTERED:
-        return _REGISTERED[name]
+    registered = FAMILIES.registered().get(name)
+    if isinstance(registered, GraderFamily):
+        return registered
     if name.isidentifier():
         module = _import(f"verigym.graders.{name}")
         family = None if module is None else _declared(module)
@@ -134,7 +147,7 @@ def find_family(name: str) -> GraderFamily:
                 f"grader family {name!r}: {name} has no bench_verdict(line) function yet"
             )
         return family
-    known = grader_families()
-    if name in known:
-        return known[name]
-    raise UnknownFamilyError(f"unknown grader family {name!r}; known: {', '.join(known)}")
+    found = FAMILIES.find(name)  # every built-in, then the plugins
+    if found is not None:
+        return found
+    raise FAMILIES.unknown(name)

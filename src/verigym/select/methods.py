@@ -20,9 +20,9 @@ Built in, each registered at the bottom of its own module: ``best-of-n`` (``best
 ``deepconf-online`` (``deepconf``; online is replayed on full traces: its tokens are the ones an
 online run would have generated), ``genselect`` and ``majority``. Nothing lists them:
 ``builtin_modules()`` finds the modules of ``verigym.select`` with a top-level
-``register_method(`` call, and importing ``verigym.select`` imports them all, so a new built-in
-method is one module. ``METHODS`` holds the built-ins by name, then methods registered later (a
-user's) in their order.
+``register_method(`` call, and the registry (``METHODS``, a ``verigym.registry.Registry``) imports them
+on first use, so a new built-in method is one module. ``METHODS`` holds the built-ins by name, then
+methods registered later (a user's, or a ``verigym.plugins`` package's) in their order.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Protocol
 
 from verigym.policies.base import Policy
+from verigym.registry import Registry, UnknownNameError
 from verigym.rubric import Grader
 from verigym.select._common import Candidate, Selection
 from verigym.select._confidence import TraceScore
@@ -47,6 +48,7 @@ __all__ = [
     "SelectConfig",
     "SelectContext",
     "Selector",
+    "UnknownMethodError",
     "builtin_modules",
     "default_warmup",
     "get_method",
@@ -117,9 +119,25 @@ class Method:
     tokens: Callable[[Sequence[Candidate], Selection], float] = spent_tokens
 
 
-METHODS: dict[str, Method] = {}
-"""The registry, in the order ``verigym select`` lists them: the built-ins by name, then the others in
-the order they were registered."""
+class UnknownMethodError(UnknownNameError):
+    """No selection method has this name (``--method``)."""
+
+
+def _builtin_methods() -> dict[str, Method]:
+    """Import every built-in method module (each registers its methods at its bottom); the methods
+    they registered."""
+    modules = builtin_modules()
+    for module in modules:
+        importlib.import_module(module)
+    return {n: m for n, m in METHODS.registered().items() if getattr(m.select, "__module__", "") in modules}
+
+
+METHODS: Registry[Method] = Registry(
+    "method", builtins=_builtin_methods, error=UnknownMethodError, sort_builtins=True
+)
+"""The registry (``verigym.registry.Registry``), in the order ``verigym select`` lists them: the
+built-ins by name, then the others (registered, or added by a ``verigym.plugins`` package) in the
+order they were registered."""
 
 
 def register_method(
@@ -132,31 +150,28 @@ def register_method(
 ) -> Method:
     """Add (or replace) the method ``name``; returns its ``Method``."""
     method = Method(name, select, needs_logprobs=needs_logprobs, needs_judge=needs_judge, tokens=tokens)
-    METHODS[name] = method
+    METHODS.register(name, method)
     return method
 
 
 def method_names() -> tuple[str, ...]:
-    """The registered methods' names, in registration order."""
-    return tuple(METHODS)
+    """The methods' names: the built-ins by name, then the others in registration order."""
+    return METHODS.names()
 
 
 def get_method(name: str) -> Method:
-    """The method ``name``; ``ValueError`` naming the known ones otherwise."""
-    try:
-        return METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}") from None
+    """The method ``name``; ``UnknownMethodError`` (a ``ValueError``) naming the known ones otherwise."""
+    return METHODS.get(name)
 
 
 def needs_logprobs(methods: Sequence[str]) -> bool:
     """Whether any of ``methods`` needs top-k logprobs (unknown names need nothing)."""
-    return any(m in METHODS and METHODS[m].needs_logprobs for m in methods)
+    return any((m := METHODS.find(name)) is not None and m.needs_logprobs for name in methods)
 
 
 def needs_judge(methods: Sequence[str]) -> bool:
     """Whether any of ``methods`` needs a judge policy (unknown names need nothing)."""
-    return any(m in METHODS and METHODS[m].needs_judge for m in methods)
+    return any((m := METHODS.find(name)) is not None and m.needs_judge for name in methods)
 
 
 def default_warmup(n: int) -> int:
@@ -185,10 +200,6 @@ def _method_modules(folder: Path, package: str) -> tuple[str, ...]:
 
 
 def _register_builtins() -> None:
-    """Import every built-in method module (each registers its methods at its bottom), then list
-    the built-ins by name; ``verigym.select`` calls this once, last, so methods registered later
-    (a user's) follow them."""
-    for module in builtin_modules():
-        importlib.import_module(module)
-    for name in sorted(METHODS):
-        METHODS[name] = METHODS.pop(name)
+    """Find the built-in methods now (``verigym.select`` calls this once, last); the registry would
+    find them on first use anyway."""
+    METHODS.builtin_names  # noqa: B018 (the property looks them up)

@@ -42,6 +42,7 @@ from pydantic import (
     model_validator,
 )
 
+from verigym.registry import Registry, UnknownNameError
 from verigym.train import losses as L
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "LossOptions",
     "LossSpec",
     "PPOOptions",
+    "UnknownLossError",
     "get_loss",
     "loss_options",
     "normalize_loss",
@@ -100,27 +102,28 @@ class LossSpec(Generic[Opts]):
         return self.fn(inputs, options)
 
 
-LOSSES: dict[str, LossSpec[Any]] = {}
-"""Every registered loss by name (``register_loss``)."""
+class UnknownLossError(UnknownNameError):
+    """No policy loss has this name (``[rl] loss``)."""
+
+
+LOSSES: Registry[LossSpec[Any]] = Registry("loss", error=UnknownLossError)
+"""Every registered loss by name (``register_loss``; a ``verigym.registry.Registry``: the built-ins,
+registered at the bottom of this module, then a user's or a ``verigym.plugins`` package's)."""
 
 
 def register_loss(
     name: str, options: type[Opts], fn: Callable[[LossInputs, Opts], L.PolicyLoss]
 ) -> LossSpec[Opts]:
     """Register a policy loss under ``name``; a name registered twice is an error."""
-    if name in LOSSES:
-        raise ValueError(f"loss {name!r} is already registered")
     spec = LossSpec(name, options, fn)
-    LOSSES[name] = spec
+    LOSSES.register(name, spec, replace=False)
     return spec
 
 
 def get_loss(name: str) -> LossSpec[Any]:
-    """The registered loss ``name``; an unknown name is a ``ValueError`` listing the registered ones."""
-    try:
-        return LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown loss {name!r}; choose one of {sorted(LOSSES)}") from None
+    """The registered loss ``name``; an unknown name is ``UnknownLossError`` (a ``ValueError``)
+    listing the registered ones."""
+    return LOSSES.get(name)
 
 
 def loss_options(name: str, value: Any) -> LossOptions:
@@ -169,7 +172,7 @@ def normalize_loss(data: dict[str, Any], *, reserved: set[str]) -> dict[str, Any
         loss = table.pop("kind")
     flat = {k: data.pop(k) for k in _option_names() - reserved if k in data}
     data["loss"] = loss
-    spec = LOSSES.get(loss) if isinstance(loss, str) else None
+    spec = LOSSES.find(loss) if isinstance(loss, str) else None
     if spec is None:  # the field's own check names the problem
         data.pop("loss_options", None)
         return data
