@@ -31,7 +31,16 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> Path:
     write_eval(root / "agent", [record(t, 0, True, tok, agent=True) for t in TASKS[:3]], Path("models/tiny"))
     train_run(root / "train")
     (root / "select").mkdir()
-    (root / "select" / "summary.json").write_text(json.dumps({"methods": {"majority": 0.5}, "n_tasks": 12}))
+    (root / "select" / "summary.json").write_text(
+        json.dumps(
+            {
+                "methods": {"majority": [{"n": 4, "accuracy": 0.5}]},
+                "oracle_pass_at_n": [],
+                "tasks": 12,
+                "samples": 48,
+            }
+        )
+    )
     return root
 
 

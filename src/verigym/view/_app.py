@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from verigym.view._index import ResultsIndex
 from verigym.view._query import Query, QueryError, compare_indexes, facets, run_query
-from verigym.view._runs import describe, discover, read_json, sample_view, summary_rows
+from verigym.view._runs import describe, discover, run_config, sample_view, summary_rows
 from verigym.view._train import TrainView
 
 __all__ = ["ViewError", "create_app"]
@@ -87,8 +87,8 @@ class _Runs:
 
     def eval_index(self, run: str | None) -> tuple[Path, ResultsIndex]:
         folder, kind = self.folder(run)
-        if kind not in ("eval", "profile"):
-            raise ViewError(400, f"run {run!r}: a {kind} run has no samples table (an eval run has)")
+        if kind != "eval":
+            raise ViewError(400, f"run {run!r}: no results.jsonl, so no samples table (an eval run has one)")
         return folder, self.index(folder)
 
 
@@ -165,7 +165,7 @@ def create_app(runs_dir: str | Path) -> FastAPI:
         out = []
         for run_id, kind, folder in discover(runs.root):
             info = describe(run_id, kind, folder)
-            if info["live"] and kind in ("eval", "profile"):
+            if info["live"] and kind == "eval":
                 _live_figures(info, runs.index(folder))
             out.append(info)
         return _json({"root": str(runs.root), "runs": out})
@@ -175,14 +175,13 @@ def create_app(runs_dir: str | Path) -> FastAPI:
         folder, kind = runs.folder(run)
         info = describe(str(run), kind, folder)
         body: dict[str, Any] = {"info": info, "summary": summary_rows(folder)}
-        if kind in ("eval", "profile"):
+        if kind == "eval":
             index = runs.index(folder)
             if info["live"]:
                 _live_figures(info, index)
             body["facets"] = facets(index)
             body["bad_lines"] = index.bad_lines
-            config = read_json(folder / "config.json")
-            body["config"] = config.get("config") if isinstance(config, dict) else None
+            body["config"] = run_config(folder)
         return _json(body)
 
     @app.get("/api/samples")
@@ -220,10 +219,7 @@ def create_app(runs_dir: str | Path) -> FastAPI:
     def _compare(a: str | None = None, b: str | None = None, show: str = "all") -> JSONResponse:
         folder_a, index_a = runs.eval_index(a)
         _, index_b = runs.eval_index(b)
-        config = read_json(folder_a / "config.json") or {}
-        threshold = (
-            (config.get("config") or {}).get("success_threshold", 1.0) if isinstance(config, dict) else 1.0
-        )
+        threshold = describe(str(a), "eval", folder_a)["threshold"]
         return _json(
             {"a": a, "b": b, **compare_indexes(index_a, index_b, threshold=float(threshold), show=show)}
         )

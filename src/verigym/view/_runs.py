@@ -1,7 +1,8 @@
 """The viewer's one reader of run folders: which folders are runs, what each one is, and a sample as shown.
 
-Everything the viewer knows about the files verigym writes is here, so a change of format is a change
-of this module only. A folder under the runs directory is a run when it holds ``results.jsonl`` (an
+Everything the viewer knows about the files verigym writes is here (with ``_train``'s training files), so a
+change of format is a change of these modules only. A run's kind, header and typed summary come from
+``verigym.record.read_run``; ``results.jsonl`` lines are ``verigym.types.Record``. A folder under the runs directory is a run when it holds ``results.jsonl`` (an
 eval, or a profile beside ``profile.jsonl``), ``metrics.jsonl`` or ``train_config.json`` (training),
 ``scorecard.json`` (a suite) or a ``summary.json`` (select, compare, anything else; shown as its
 summary). Model folders (``config.json`` beside weights) and checkpoints are not walked into.
@@ -18,9 +19,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from verigym.record import EvalSummary, RunFormatError, SelectSummary, TrainSummary, read_header, read_run
 from verigym.types import Record
 
-__all__ = ["RunInfo", "describe", "discover", "read_json", "sample_view", "tool_schemas"]
+__all__ = [
+    "RunInfo",
+    "describe",
+    "discover",
+    "read_json",
+    "run_config",
+    "sample_view",
+    "summary_rows",
+    "tool_schemas",
+]
 
 RunInfo = dict[str, Any]
 _SKIP = {"checkpoints", "__pycache__", "node_modules"}  # model folders are told by their files
@@ -35,20 +46,15 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def _kind(folder: Path, names: set[str]) -> str | None:
+def _kind(names: set[str]) -> str | None:
+    """The page that shows a folder: ``eval`` (a results table), ``train`` (curves and steps),
+    ``summary`` (a labelled summary), or None when it is not a run."""
     if "results.jsonl" in names:
-        return "profile" if "profile.jsonl" in names else "eval"
+        return "eval"
     if "metrics.jsonl" in names or "train_config.json" in names:
         return "train"
-    if "scorecard.json" in names:
-        return "suite"
-    if "summary.json" in names:
-        summary = read_json(folder / "summary.json")
-        if isinstance(summary, dict) and "paired_tasks" in summary:
-            return "compare"
-        if isinstance(summary, dict) and ("methods" in summary or "method" in summary):
-            return "select"
-        return "other"
+    if names & {"run.json", "scorecard.json", "summary.json", "profile.jsonl"}:
+        return "summary"
     return None
 
 
@@ -61,7 +67,7 @@ def discover(root: Path) -> Iterator[tuple[str, str, Path]]:
         if "config.json" in names and any(n.endswith((".safetensors", ".bin")) for n in names):
             dirs.clear()  # a model folder
             continue
-        kind = _kind(folder, names)
+        kind = _kind(names)
         if kind is not None:
             yield (folder.relative_to(root).as_posix() or ".", kind, folder)
         dirs[:] = (
@@ -81,47 +87,84 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def describe(run_id: str, kind: str, folder: Path) -> RunInfo:
-    """One row of the run list: model, env, date, samples, reward, pass@k, errors, tokens, wall time.
+def run_config(folder: Path) -> dict[str, Any]:
+    """The run's resolved config: its header's (``run.json``, ``verigym.record``), else the files runs
+    wrote before the record (``config.json``'s ``config``, ``train_config.json``)."""
+    try:
+        header = read_header(folder)
+    except RunFormatError:
+        header = None
+    if header is not None and header.config:
+        return dict(header.config)
+    legacy = read_json(folder / "config.json")
+    if isinstance(legacy, dict) and isinstance(legacy.get("config"), dict):
+        return {
+            **legacy["config"],
+            "written_at": legacy.get("written_at"),
+            "policy_label": legacy.get("policy"),
+        }
+    legacy = read_json(folder / "train_config.json")
+    return legacy if isinstance(legacy, dict) else {}
 
-    ``live`` is True while an eval has no summary yet (being written, or killed): its figures are then
-    filled in from the index by the caller."""
-    info: RunInfo = {"id": run_id, "kind": kind, "model": None, "env": None, "date": None, "n": None}
-    info.update(reward=None, pass_at_k={}, errors=None, tokens=None, wall_s=None, live=False)
+
+def _model_label(cfg: dict[str, Any]) -> str | None:
+    model = cfg.get("model")
+    if isinstance(model, dict):  # a training config's [model] table
+        return model.get("path") or f"{model.get('tiny') or 'tiny'} (fresh)"
+    return model or cfg.get("policy") or cfg.get("policy_label")
+
+
+def _env_label(cfg: dict[str, Any]) -> str | None:
+    if isinstance(cfg.get("envs"), list):
+        return ", ".join(str(e.get("name")) for e in cfg["envs"] if isinstance(e, dict)) or None
+    return cfg.get("env")
+
+
+def describe(run_id: str, view: str, folder: Path) -> RunInfo:
+    """One row of the run list: kind, model, env, date, samples, reward, pass@k, errors, tokens, wall time.
+
+    Read through ``verigym.record.read_run`` (the typed summary and header; runs written before the
+    record included). ``view`` is the page that shows it (``eval``: a results table, ``train``, or a
+    summary); ``live`` is True while the run has no summary (being written, or killed): an eval's
+    figures are then filled in from its index by the caller. A folder ``read_run`` refuses (a newer
+    format) is listed with its one-line reason in ``problem``."""
+    info: RunInfo = {"id": run_id, "kind": view, "view": view, "model": None, "env": None, "date": None}
+    info.update(n=None, reward=None, pass_at_k={}, errors=None, tokens=None, wall_s=None, live=False)
     info["reports"] = sorted(p.name for p in folder.glob("*.html"))
-    summary = read_json(folder / "summary.json")
-    summary = summary if isinstance(summary, dict) else {}
-    if kind in ("eval", "profile"):
-        config = read_json(folder / "config.json") or {}
-        cfg = config.get("config", {}) if isinstance(config, dict) else {}
-        info["model"] = cfg.get("model") or cfg.get("policy") or config.get("policy")
-        info["env"] = cfg.get("env")
-        info["date"] = (config.get("written_at") or "").replace("T", " ")[:16] or _date(
-            folder / "results.jsonl"
+    info["threshold"] = 1.0
+    try:
+        record = read_run(folder)
+    except RunFormatError as exc:
+        info["problem"] = str(exc)
+        return info
+    cfg = run_config(folder)
+    header, summary = record.header, record.summary
+    info["kind"] = "profile" if (folder / "profile.jsonl").is_file() else record.kind
+    info["model"], info["env"] = _model_label(cfg), _env_label(cfg)
+    started = (header.started_at if header is not None else None) or cfg.get("written_at")
+    info["date"] = str(started).replace("T", " ")[:16] if started else _date(folder)
+    info["live"] = not record.finished
+    info["wall_s"] = _num(summary.wall_s if summary is not None else None) or _num(
+        header.wall_s if header is not None else None
+    )
+    if isinstance(summary, EvalSummary):
+        info.update(n=summary.n_samples, reward=_num(summary.reward_mean), errors=summary.n_errors)
+        info.update(tokens=summary.total_tokens, threshold=summary.success_threshold)
+        info["pass_at_k"] = {k: _num(v) for k, v in summary.pass_at_k.items()}
+    elif isinstance(summary, TrainSummary):
+        after = summary.pass_at_1_after_rl if summary.pass_at_1_after_rl is not None else summary.pass_at_1
+        info.update(
+            n=summary.steps or summary.sft_steps, reward=_num(after), errors=summary.train_samples_errored
         )
-        info["threshold"] = _num(cfg.get("success_threshold")) or 1.0
-        if not summary:
-            info["live"] = True
-        info["n"] = summary.get("n_samples")
-        info["reward"] = _num(summary.get("reward_mean"))
-        info["pass_at_k"] = {k: _num(v) for k, v in (summary.get("pass_at_k") or {}).items()}
-        info["errors"] = summary.get("n_errors")
-        info["tokens"] = summary.get("total_tokens")
-        info["wall_s"] = _num(summary.get("wall_s"))
-    elif kind == "train":
-        config = read_json(folder / "train_config.json") or {}
-        model = config.get("model") or {}
-        info["model"] = model.get("path") or (f"{model.get('tiny') or 'tiny'} (fresh)" if model else None)
-        info["env"] = ", ".join(str(e.get("name")) for e in config.get("envs") or []) or None
-        info["date"] = _date(folder / "metrics.jsonl") or _date(folder)
-        info["n"] = summary.get("steps")
-        info["reward"] = _num(summary.get("pass_at_1_after_rl", summary.get("eval/pass_at_1")))
         info["pass_at_k"] = {"1": info["reward"]} if info["reward"] is not None else {}
-        info["errors"] = summary.get("train_samples_errored")
-        info["wall_s"] = _num(summary.get("wall_s"))
-        info["live"] = not summary
-    else:
-        info["date"] = _date(folder / ("scorecard.json" if kind == "suite" else "summary.json"))
+    elif isinstance(summary, SelectSummary):
+        info.update(n=summary.samples, errors=summary.sample_errors)
+        info["model"], info["env"] = (
+            info["model"] or summary.model or None,
+            info["env"] or summary.env or None,
+        )
+    if cfg.get("success_threshold") is not None:
+        info["threshold"] = _num(cfg.get("success_threshold")) or 1.0
     return info
 
 
@@ -167,11 +210,10 @@ def _tool_schemas(env: str, args: str) -> tuple[str | None, str | None]:
 
 
 def tool_schemas(folder: Path) -> tuple[Any, str | None]:
-    """The tool schemas the run's environment offered (from its ``config.json``), or why they are absent."""
-    config = read_json(folder / "config.json") or {}
-    cfg = config.get("config", {}) if isinstance(config, dict) else {}
-    if not cfg.get("env"):
-        return None, "no config.json naming the environment"
+    """The tool schemas the run's environment offered (built from its config), or why they are absent."""
+    cfg = run_config(folder)
+    if not isinstance(cfg.get("env"), str):
+        return None, "no config naming the environment (run.json or config.json)"
     schemas, why = _tool_schemas(str(cfg["env"]), json.dumps(cfg.get("env_args") or {}, sort_keys=True))
     return (json.loads(schemas) if schemas else None), why
 
@@ -208,9 +250,8 @@ def sample_view(line: bytes, folder: Path, root: Path) -> dict[str, Any]:
     completion's per-token logprobs; the grader vector with details; tokens; the agent program's calls."""
     record = Record.model_validate_json(line)
     t = record.trajectory
-    config = read_json(folder / "config.json") or {}
-    model = (config.get("config", {}) if isinstance(config, dict) else {}).get("model")
-    tokenizer = _model_tokenizer(str(model), folder, root) if model else None
+    model = run_config(folder).get("model")
+    tokenizer = _model_tokenizer(model, folder, root) if isinstance(model, str) and model else None
     messages: list[dict[str, Any]] = [{"source": "prompt", **m.model_dump()} for m in t.prompt]
     call = 0
     for turn in t.turns:

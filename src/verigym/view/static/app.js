@@ -95,8 +95,8 @@ V.route(/^\/$/, async () => {
   } }, "Compare the two ticked runs");
   const fill = (data) => {
     table.replaceChildren(...data.runs.map((r) => {
-      const link = r.kind === "train" ? `#/train/${V.enc(r.id)}` : ["eval", "profile"].includes(r.kind) ? `#/run/${V.enc(r.id)}` : `#/summary/${V.enc(r.id)}`;
-      const tick = ["eval", "profile"].includes(r.kind)
+      const link = r.view === "train" ? `#/train/${V.enc(r.id)}` : r.view === "eval" ? `#/run/${V.enc(r.id)}` : `#/summary/${V.enc(r.id)}`;
+      const tick = r.view === "eval"
         ? h("input", { type: "checkbox", checked: picked.has(r.id), onchange: (e) => {
             if (e.target.checked) picked.add(r.id); else picked.delete(r.id);
             compare.disabled = picked.size !== 2;
@@ -105,7 +105,7 @@ V.route(/^\/$/, async () => {
       return h("tr", { "data-run": r.id },
         h("td", {}, tick),
         h("td", {}, h("a", { href: link }, r.id)),
-        h("td", {}, r.kind, r.live ? h("span", { className: "err" }, " (live)") : ""),
+        h("td", {}, r.kind, r.live ? h("span", { className: "err" }, " (live)") : "", r.problem ? h("div", { className: "err" }, r.problem) : ""),
         h("td", {}, r.model || "–"), h("td", {}, r.env || "–"), h("td", {}, r.date || "–"),
         h("td", { className: "num" }, V.fmt(r.n)), h("td", { className: "num" }, V.fmt(r.reward)),
         h("td", {}, passK(r.pass_at_k)), h("td", { className: `num ${r.errors ? "err" : ""}` }, V.fmt(r.errors)),
