@@ -133,7 +133,10 @@ def _mask(index: ResultsIndex, q: Query) -> np.ndarray:
 
 def _sort_key(index: ResultsIndex, sort: str) -> np.ndarray:
     if sort == "task_id":
-        return index.task_rank()[index.column("task")] * 2**24 + index.column("sample")
+        key: np.ndarray = index.task_rank()[index.column("task")].astype(np.int64) * 2**24 + index.column(
+            "sample"
+        )
+        return key
     if sort.startswith("grade:"):
         if sort[6:] not in index.grades:
             raise QueryError(f"sort: no grader {sort[6:]!r} in this run")
