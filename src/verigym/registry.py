@@ -33,6 +33,7 @@ __all__ = [
     "PLUGIN_GROUP",
     "Registry",
     "UnknownNameError",
+    "forget_plugins",
     "import_target",
     "load_plugins",
     "plugin_errors",
@@ -102,6 +103,16 @@ def load_plugins(*, again: bool = False) -> None:
             except Exception as exc:  # a broken plugin is said, never a crash of verigym
                 _plugin_errors[key] = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"verigym plugin {key}: {_plugin_errors[key]}", RuntimeWarning, stacklevel=2)
+
+
+def forget_plugins() -> None:
+    """Read the ``verigym.plugins`` group afresh on the next unknown name (for tests and notebooks
+    that install or remove a plugin while running; what was registered stays registered)."""
+    global _plugins_loaded
+    with _plugins_lock:
+        _plugins_loaded = False
+        _loaded.clear()
+        _plugin_errors.clear()
 
 
 def plugin_errors() -> dict[str, str]:

@@ -33,7 +33,9 @@ from typing import Any, TypedDict, Unpack
 from verigym.policies.base import PolicyError
 from verigym.policies.local._toolformats import (
     TOOL_FORMATS,
+    Parsed,
     ToolFormat,
+    call_parts,
     default_format,
     get_format,
     tool_response,
@@ -42,8 +44,10 @@ from verigym.types import Message, ToolCall
 
 __all__ = [
     "TOOL_FORMATS",
+    "Parsed",
     "TemplateTraits",
     "ToolFormat",
+    "call_parts",
     "default_format",
     "encode_chat",
     "get_format",
