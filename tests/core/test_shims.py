@@ -16,8 +16,10 @@ _FILTERS, _SHAPING = "verigym.train.group_filters", "verigym.train.shaping"
 _CHAT, _LORA = "verigym.policies.local.chat", "verigym.policies.local.lora"
 _CHAT_NAMES = (
     "TOOL_FORMATS",
+    "Parsed",
     "TemplateTraits",
     "ToolFormat",
+    "call_parts",
     "default_format",
     "encode_chat",
     "get_format",
