@@ -7,6 +7,7 @@ every sample (``every=True``) or on every third rollout."""
 from __future__ import annotations
 
 import sys
+import zlib
 from typing import Any
 
 from verigym.envs.arithmetic import ArithmeticEnv
@@ -39,3 +40,23 @@ class ExitEnv(ArithmeticEnv):
         if self.every or self.calls % 3 == 1:
             sys.exit(3)
         return await super().rollout(task, policy, sampling)
+
+
+class BurstEnv(ArithmeticEnv):
+    """Arithmetic whose two graders give 1e308 each (weighted total: inf) to the tasks whose id hashes
+    even while the sampling policy is at versions ``burst_from`` .. ``burst_to - 1``: a non-finite
+    reward burst at the same steps of any run, interrupted or not (the version is resumed)."""
+
+    def __init__(self, burst_from: int = 3, burst_to: int = 6, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.burst = range(burst_from, burst_to)
+        self.rubric = Rubric([Grader(self.exact), Grader(self.exact_again)])
+
+    def exact(self, task: Task, trajectory: Trajectory) -> float:
+        versions = [c.policy_version for c in trajectory.completions if c.policy_version is not None]
+        if versions and versions[0] in self.burst and zlib.crc32(task.id.encode()) % 2 == 0:
+            return 1e308
+        return right(task, trajectory)
+
+    def exact_again(self, task: Task, trajectory: Trajectory) -> float:
+        return self.exact(task, trajectory)

@@ -39,15 +39,18 @@ class Killed(BaseException):
     """The injected kill: a BaseException, so no ``except Exception`` of the code under test stops it."""
 
 
-def cfg(out: Path) -> Any:
+BURST = {"name": f"{Path(__file__).parent / 'nonfinite_envs.py'}:BurstEnv", "args": {"level": 1}}
+
+
+def cfg(out: Path, env: dict[str, Any] | None = None, steps: int = 2) -> Any:
     return build_config(
         {
             "seed": 1,
             "out_dir": str(out),
-            "envs": [{"name": "arithmetic", "args": {"level": 1}}],
+            "envs": [env or {"name": "arithmetic", "args": {"level": 1}}],
             "sampling": {"max_tokens": 4},
             "sft": {"demos": 16, "max_steps": 2, "batch_size": 8},
-            "rl": {"steps": 2, "groups_per_step": 2, "group_size": 4, "kl_beta": 0.5},
+            "rl": {"steps": steps, "groups_per_step": 2, "group_size": 4, "kl_beta": 0.5},
             "eval": {"tasks": 2},
             "logging": {"report": False, "checkpoint_every": 1},
         }
@@ -157,6 +160,27 @@ def test_a_resume_without_its_kl_reference_stops_with_one_line(tmp_path: Path, b
     result = CliRunner().invoke(app, ["train", "--resume", str(run)])
     assert result.exit_code == 2, result.output
     assert "KL reference model" in result.output and "Traceback" not in result.output
+
+
+def test_a_resume_through_a_non_finite_reward_burst_is_exact(tmp_path: Path) -> None:
+    """Found by the training soak: weights read from a checkpoint sat 24 bytes past a 64-byte boundary
+    (safetensors' offsets), and MKL rounded the burst step's smaller products differently there; the
+    trainer now gives every tensor aligned storage. Killed at step 2's checkpoint, resumed from step 1,
+    through the burst (versions 3-5) to step 7: the uninterrupted run's metrics and weights."""
+    torch.set_num_threads(1)
+    run_train(cfg(tmp_path / "base", BURST, steps=7))
+    expected = outcome(tmp_path / "base")
+    assert any(r.get("samples_errored") for r in expected[0]), "the burst did not happen"
+    run = tmp_path / "run"
+
+    def kill_at_step_2(op: str, path: Path) -> None:
+        if op == "mkdir" and path.name == ".tmp_step_000002":
+            raise Killed
+
+    with pytest.raises(Killed), file_hook(kill_at_step_2):
+        run_train(cfg(run, BURST, steps=7))
+    run_train(cfg(tmp_path / "ignored"), resume=run)
+    assert outcome(run) == expected
 
 
 def enospc_at(target: str, run: Path) -> Callable[[str, Path], None]:

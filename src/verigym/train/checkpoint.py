@@ -84,14 +84,18 @@ class DiskFull(TrainingHalted):
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "os error 28", "StorageFull")
 
 
 def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
-    """Whether ``exc`` (or what caused it) is a full disk: ``ENOSPC``/``EDQUOT``, or any failure while
-    the file system under ``where`` has under 1 MB left (``torch.save`` says "unexpected pos")."""
+    """Whether ``exc`` (or what caused it) is a full disk: ``ENOSPC``/``EDQUOT``, an error whose text says
+    so (safetensors' ``SafetensorError``), or an I/O or runtime failure while the file system under
+    ``where`` has under 1 MB left (``torch.save`` says only "unexpected pos")."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in _FULL:
+            return True
+        if any(word in str(seen) for word in _FULL_WORDS):  # safetensors' SafetensorError says so
             return True
         seen = seen.__cause__ or seen.__context__
     if where is not None and isinstance(exc, (OSError, RuntimeError)):
@@ -101,7 +105,7 @@ def is_disk_full(exc: BaseException, where: Path | None = None) -> bool:
 
 
 def _mb(n: float) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n / 1e3:,.0f} kB"
 
 
 def _expected_bytes(root: Path, model: Any, optimizer: Any) -> int:

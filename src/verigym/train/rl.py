@@ -156,6 +156,7 @@ class RLTrainer:
         from verigym.policies.local import LocalPolicy
 
         self.cfg = cfg
+        aligned(model)  # before anything holds its tensors: a resumed run computes as the first did
         self.model = model
         self.tokenizer = tokenizer
         self.out_dir = Path(out_dir or cfg.out_dir)
@@ -480,5 +481,25 @@ def _load_reference(ref: Path, model: Any) -> Any:
 
     file_op("read", ref)
     param = next(model.parameters())
-    loaded = AutoModelForCausalLM.from_pretrained(str(ref), torch_dtype=param.dtype)
-    return loaded.to(param.device).eval().requires_grad_(False)
+    loaded = AutoModelForCausalLM.from_pretrained(str(ref), dtype=param.dtype)
+    return aligned(loaded.to(param.device)).eval().requires_grad_(False)
+
+
+def aligned(model: Any) -> Any:
+    """``model`` with every CPU parameter and buffer in its own 64-byte-aligned storage (returned).
+
+    Weights read from safetensors sit at the file's offsets (24 bytes past a 64-byte boundary here), and
+    MKL's float32 products take other code paths on unaligned data, rounding in the last bits
+    differently for some shapes: a resumed run (weights read from its checkpoint) drifted from the
+    uninterrupted one (weights created or read elsewhere) at the first such shape. Tied tensors stay tied.
+    """
+    copies: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            if t.device.type != "cpu" or t.data_ptr() % 64 == 0:
+                continue
+            key = t.data_ptr()
+            if key not in copies:
+                copies[key] = t.data.clone(memory_format=torch.contiguous_format)
+            t.data = copies[key]
+    return model
