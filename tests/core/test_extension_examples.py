@@ -1,8 +1,9 @@
 """The worked examples of docs/architecture.md ("Worked examples: extending verigym") run as written:
 a loss through an RL update named by its config, a selector through the registry ``run.measure``
 and ``verigym select --method`` read, an environment through ``load_env`` and ``check_env``. And the
-built-ins are found with no table to edit: the same environments, methods and modules as the tables
-that listed them before."""
+built-ins are found with no table to edit, checked by properties rather than golden lists (a new
+built-in environment or selector is its module and its test, nothing else); every axis is one
+``verigym.registry.Registry`` (``tests/core/test_plugins.py`` adds one of each from a package)."""
 
 from __future__ import annotations
 
@@ -34,34 +35,6 @@ from verigym.train.samples import Row
 from verigym.types import Message, Task
 
 DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
-
-# the tables the registries had before each built-in was found in its own module
-ENV_TABLE = {
-    "arithmetic": "verigym.envs.arithmetic:ArithmeticEnv",
-    "math": "verigym.envs.math_problems:MathEnv",
-    "code": "verigym.envs.code:CodeEnv",
-    "humaneval": "verigym.envs.code_benchmarks:HumanEvalEnv",
-    "mbpp": "verigym.envs.code_benchmarks:MbppEnv",
-    "tools": "verigym.envs.shop:ShopEnv",
-    "wordle": "verigym.envs.wordle:WordleEnv",
-    "instructions": "verigym.envs.instructions:InstructionsEnv",
-    "json_extract": "verigym.envs.json_extract:JsonExtractEnv",
-    "search": "verigym.envs.search:SearchEnv",
-    "repo_fix": "verigym.envs.repo_fix:RepoFixEnv",
-    "calc": "verigym.envs.calc:CalcEnv",
-    "bfcl": "verigym.envs.bfcl:BfclEnv",
-    "ifeval": "verigym.envs.ifeval:IfevalEnv",
-    "swe_instances": "verigym.envs.swe_instances:SweInstancesEnv",
-    "tools_user": "verigym.envs.shop_user:ShopUserEnv",
-    "rubric_writing": "verigym.envs.rubric_writing:RubricWritingEnv",
-}
-METHOD_MODULES = {
-    "best-of-n": "verigym.select.best_of_n",
-    "deepconf": "verigym.select.deepconf",
-    "deepconf-online": "verigym.select.deepconf",
-    "genselect": "verigym.select.genselect",
-    "majority": "verigym.select.majority",
-}
 
 torch.set_num_threads(1)
 
@@ -188,15 +161,23 @@ def test_the_environment_example_loads_rolls_out_and_grades(tmp_path: Path) -> N
 
 
 def test_built_in_environments_are_found_without_a_table() -> None:
-    assert {name: entry.target for name, entry in registry._builtins().items()} == ENV_TABLE
+    """Properties, not a golden list: every class of a public ``verigym.envs`` module that declares
+    ``name = "..."`` is a built-in under that name (no name twice), its target imports to that class,
+    an ``Environment``, described as it says; listing imports none of them."""
+    from verigym.envs.base import Environment
+
+    builtins = registry._builtins()
     declared = [n for p in sorted(registry._HERE.glob("[!_]*.py")) for n in registry._declared(p)]
-    assert sorted(declared) == sorted(ENV_TABLE)  # no name declared twice
-    for name, target in ENV_TABLE.items():
-        assert registry._builtin(name) == registry._builtins()[name]
-        assert list_envs()[name] == registry._builtins()[name].description
-        module, _, attr = target.partition(":")
-        if name in ("arithmetic", "wordle"):  # a load imports the module and finds the class
-            assert type(load_env(name)) is getattr(importlib.import_module(module), attr)
+    assert sorted(declared) == sorted(builtins)  # no name declared twice
+    assert registry.ENVS.builtin_names == tuple(builtins) and len(builtins) >= 10
+    for name, entry in builtins.items():
+        module, _, attr = str(entry.target).partition(":")
+        assert module.startswith("verigym.envs.") and module.count(".") == 2, entry.target
+        cls = getattr(importlib.import_module(module), attr)
+        assert isinstance(cls, type) and issubclass(cls, Environment), entry.target
+        assert cls.name == name and list_envs()[name] == entry.description == cls.description
+        assert registry._builtin(name) == entry
+    assert type(load_env("arithmetic")).__module__ == "verigym.envs.arithmetic"
     # listing reads source: no built-in module is imported
     code = (
         "import sys; from verigym.envs.registry import list_envs; names = list_envs(); "
@@ -208,9 +189,38 @@ def test_built_in_environments_are_found_without_a_table() -> None:
 
 
 def test_built_in_selection_methods_are_found_without_a_list() -> None:
-    assert builtin_modules() == tuple(sorted(set(METHOD_MODULES.values())))
-    assert method_names()[: len(METHOD_MODULES)] == tuple(METHOD_MODULES)  # built-ins first, by name
-    for name, module in METHOD_MODULES.items():
-        assert get_method(name).select.__module__ == module
-    methods = Path(importlib.import_module("verigym.select.methods").__file__ or "").read_text()
-    assert not re.search(r"^register_method\(", methods, flags=re.MULTILINE)  # it registers none itself
+    """Properties, not a golden list: the built-in method modules are exactly the ``verigym.select``
+    modules with a top-level ``register_method(`` call; every method they register is a built-in,
+    listed first and by name; ``methods`` registers none itself."""
+    folder = Path(importlib.import_module("verigym.select").__file__ or "").parent
+    calls = {
+        f"verigym.select.{p.stem}"
+        for p in folder.glob("*.py")
+        if re.search(r"^register_method\(", p.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    }
+    assert builtin_modules() == tuple(sorted(calls)) and "verigym.select.methods" not in calls
+    builtins = METHODS.builtin_names
+    assert builtins == tuple(sorted(builtins)) and method_names()[: len(builtins)] == builtins
+    owners = {name: get_method(name).select.__module__ for name in method_names()}
+    assert {n for n, m in owners.items() if m in calls} == set(builtins)
+    assert set(owners[n] for n in builtins) == calls  # every module registers at least one
+
+
+def test_every_registry_lists_what_it_gives() -> None:
+    """The five axes are one primitive: each lists its names, gives each, and refuses an unknown one
+    in one line naming them all."""
+    from verigym.graders.families import FAMILIES
+    from verigym.policies.local.chat import TOOL_FORMATS
+    from verigym.registry import Registry, UnknownNameError
+
+    for reg in (registry.ENVS, METHODS, R.LOSSES, FAMILIES, TOOL_FORMATS):
+        assert isinstance(reg, Registry) and reg.names()
+        for name in reg.names():
+            assert reg.find(name) is not None, (reg.kind, name)
+        with pytest.raises(UnknownNameError) as err:
+            reg.get("no-such-name")
+        message = str(err.value)
+        assert (
+            message.startswith(f"unknown {reg.kind} 'no-such-name'; expected one of ") and "\n" not in message
+        )
+        assert all(name in message for name in reg.names())
