@@ -19,6 +19,7 @@ from verigym.policies import LocalPolicy, OpenAIPolicy, ScriptedPolicy
 from verigym.policies.base import ModelSpecError
 from verigym.policies.local.loading import resolve_dtype
 from verigym.policies.spec import ModelSpec, load_weights, open_model
+from verigym.scale.remote import VersionedPolicy
 
 runner = CliRunner()
 
@@ -131,6 +132,7 @@ async def test_every_policy_closes_the_same_way() -> None:
         open_model(ModelSpec(model="tiny")).policy,
         OpenAIPolicy("m", ["http://127.0.0.1:9/v1"]),
         ScriptedPolicy(lambda _: "x"),
+        VersionedPolicy(OpenAIPolicy("m", ["http://127.0.0.1:9/v1"]), "m"),
     ]
     for policy in policies:
         await policy.aclose()  # type: ignore[attr-defined]

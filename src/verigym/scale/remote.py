@@ -73,6 +73,12 @@ class VersionedPolicy:
     def name(self) -> str:
         return self.served_name
 
+    async def aclose(self) -> None:
+        """Close the wrapped policy (every policy has ``aclose``)."""
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
     def _tag(self, c: Completion, version: int) -> Completion:
         if self.mode == "lora":
             found = self._pattern.search(c.model or "")

@@ -248,6 +248,12 @@ class VariantPolicy:
     def name(self) -> str:
         return self.inner.name
 
+    async def aclose(self) -> None:
+        """Close the wrapped policy (every policy has ``aclose``)."""
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
     async def complete(self, messages: Sequence[Message], **kw: Unpack[PolicyArgs]) -> Completion:
         shown = [self.variant.message_to_original(m) for m in messages]
         completion = await self.inner.complete(shown, **kw)
