@@ -14,8 +14,15 @@ a fault scored as reward 0 would show here as ``wrong``).
 
 Serve side: ``verigym serve tiny`` in a subprocess; a load thread sends plain chat requests,
 streams read to the end, streams abandoned after two chunks, completions (streamed and not), and
-malformed bodies (each must get a 4xx JSON error). The server's RSS is read from /proc at the start
-and the end; a server that dies is restarted and counted.
+malformed bodies (each must get a 4xx JSON error). Beside it, ``--slow-clients`` connections hold
+half-sent headers or trickle bodies a byte a second (reopened as the server cuts them at its
+``--slow-deadline`` read deadlines, issue 42 item 5), and a prober asks ``/health`` twice a second:
+every slow client must be cut within the deadline plus a few seconds, and ``/health`` must keep
+answering. The server's RSS is read from /proc at the start and the end; a server that dies is
+restarted and counted.
+
+The training side of issue 42's soak (kills, a full disk, a non-finite reward burst) is
+``benchmarks/soak_train.py``.
 
 Prints one JSON report (also written to OUT/report.json) and MET/NOT MET for the issue's targets:
 0 lost, 0 duplicated, 0 server restarts, 0 faults scored as wrong answers, malformed bodies all 4xx.
@@ -38,6 +45,7 @@ from typing import Any
 
 import httpx
 
+from _soak_slow import SlowClients  # benchmarks/: the script's own folder is on sys.path
 from verigym.testing import FakeOpenAIServer, arithmetic_answer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,11 +163,12 @@ MALFORMED: list[bytes | dict[str, Any]] = [
 class ServeLoad:
     """Mixed load against one ``verigym serve``; restarts it if it dies (and counts that)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *flags: str) -> None:
         from verigym.serve import spawn_server
 
+        self.flags = ("--name", "tiny", *flags)
         self._spawn = spawn_server
-        self.proc, self.url = spawn_server("tiny", "--name", "tiny")
+        self.proc, self.url = spawn_server("tiny", *self.flags)
         self.rng = random.Random(seed)
         self.counts: Counter[str] = Counter()
         self.restarts = 0
@@ -214,7 +223,7 @@ class ServeLoad:
             while not self.stop.is_set():
                 if self.proc.poll() is not None:
                     self.restarts += 1
-                    self.proc, self.url = self._spawn("tiny", "--name", "tiny")
+                    self.proc, self.url = self._spawn("tiny", *self.flags)
                 try:
                     self._one(client)
                 except (httpx.HTTPError, ValueError) as exc:
@@ -245,20 +254,34 @@ def main() -> None:
     )
     ap.add_argument("--client-timeout", type=float, default=2.0, help="Eval request timeout, s (default 2).")
     ap.add_argument("--no-serve", action="store_true", help="Skip the concurrent verigym serve load.")
+    ap.add_argument("--no-eval", action="store_true", help="Skip the eval rounds (serve side only).")
+    ap.add_argument("--slow-clients", type=int, default=100, help="Slow connections held (default 100).")
+    ap.add_argument(
+        "--slow-deadline",
+        type=float,
+        default=10.0,
+        help="Server's header/body read deadline, s (default 10).",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60
     faults = fault_server(args.fault_rate, args.seed, hang_s=args.client_timeout * 3).start()
-    load = None if args.no_serve else ServeLoad(args.seed)
+    deadline_flags = ("--header-timeout", str(args.slow_deadline), "--body-timeout", str(args.slow_deadline))
+    load = None if args.no_serve else ServeLoad(args.seed, *deadline_flags)
+    slow = None if load is None or not args.slow_clients else SlowClients(load, args.slow_clients)
     rss_start = 0
     if load is not None:
         load.thread.start()
+        for thread in slow.threads if slow is not None else []:
+            thread.start()
         time.sleep(5)  # warm: the first passes allocate
         rss_start = _rss_kb(load.proc.pid)
     rounds: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
+    while args.no_eval and time.monotonic() < deadline:
+        time.sleep(1)
+    while not args.no_eval and time.monotonic() < deadline:
         out = args.out / f"round{len(rounds):03d}"
         if out.exists():
             import shutil
@@ -267,6 +290,10 @@ def main() -> None:
         rounds.append(eval_round(faults.url, out, args, rng))
         print(f"round {len(rounds)}: {rounds[-1]}", flush=True)
     rss_end = _rss_kb(load.proc.pid) if load is not None and load.proc.poll() is None else 0
+    if slow is not None:
+        slow.stop.set()
+        for thread in slow.threads:
+            thread.join(30)
     if load is not None:
         load.finish()
     faults.stop()
@@ -290,6 +317,9 @@ def main() -> None:
             "rss_start_mib": round(rss_start / 1024, 1),
             "rss_end_mib": round(rss_end / 1024, 1),
         },
+        "slow_clients": None
+        if slow is None
+        else {"held": args.slow_clients, "deadline_s": args.slow_deadline, **slow.report()},
     }
     (args.out / "report.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
@@ -299,6 +329,9 @@ def main() -> None:
         "0 faults scored as wrong answers": total["wrong"] == 0,
         "0 server restarts": load is None or load.restarts == 0,
         "malformed bodies all 4xx": load is None or load.counts["malformed_not_4xx"] == 0,
+        "slow clients cut within the deadline + 5 s": slow is None
+        or (slow.counts["cut"] > 0 and slow.held_max_s <= args.slow_deadline + 5),
+        "/health answered throughout": slow is None or slow.counts["health_failed"] == 0,
     }
     for name, ok in checks.items():
         print(f"{'MET' if ok else 'NOT MET'}: {name}")
