@@ -63,7 +63,9 @@ def test_collb_init_package_loads_and_passes_check_env(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     root = tmp_path / "word-flip"
     meta = tomllib.loads((root / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["verigym.envs"] == {"word-flip": "word_flip.env:WordFlipEnv"}
+    assert meta["project"]["entry-points"]["verigym.plugins"] == {"word-flip": "word_flip.plugin"}
+    plugin = (root / "src" / "word_flip" / "plugin.py").read_text()
+    assert 'register_env("word-flip", "word_flip.env:WordFlipEnv"' in plugin
     assert (root / "tests" / "test_word_flip_env.py").exists() and "check-env" in (
         root / "README.md"
     ).read_text()

@@ -23,9 +23,10 @@ dependencies = ["verigym"]
 [project.optional-dependencies]
 test = ["pytest"]
 
-# verigym finds the environment by this entry point: `verigym eval {name}` once installed.
-[project.entry-points."verigym.envs"]
-{name} = "{package}.env:{cls}"
+# verigym finds the environment through this entry point (a module that registers it, imported the
+# first time verigym misses a name): `verigym eval {name}` once installed.
+[project.entry-points."verigym.plugins"]
+{name} = "{package}.plugin"
 
 [tool.setuptools.packages.find]
 where = ["src"]
@@ -112,7 +113,7 @@ README = """# {name}
 A [verigym](https://github.com/) environment.
 
 ```bash
-pip install -e .            # registers the `verigym.envs` entry point `{name}`
+pip install -e .            # registers the `verigym.plugins` entry point `{name}`
 verigym envs                # lists {name}
 verigym check-env {name}    # oracle ≥ 0.99, null ≤ 0.05, no hidden info leaks
 verigym eval {name} --base-url http://localhost:8000/v1 --model MODEL -n 50
@@ -124,10 +125,18 @@ Edit `src/{package}/env.py`: generate tasks in `generate`, grade them in `correc
 verifier cannot hide.
 """
 
+PLUGIN = '''"""What this package adds to verigym (its ``verigym.plugins`` entry point names this module)."""
+
+from verigym.envs.registry import register_env
+
+register_env("{name}", "{package}.env:{cls}", "Reverse a random word; exact match.")
+'''
+
 TEMPLATES: dict[str, str] = {
     "pyproject.toml": PYPROJECT,
     "src/{package}/__init__.py": '"""The {name} verigym environment."""\n',
     "src/{package}/env.py": ENV,
+    "src/{package}/plugin.py": PLUGIN,
     "tests/test_{package}_env.py": TEST,
     "README.md": README,
 }
