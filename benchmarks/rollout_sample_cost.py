@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from verigym.train import load_model
 from verigym.train import rollouts as rollouts_mod
-from verigym.train._model import load_model
 from verigym.train.config import build_config
 from verigym.train.rl import RLTrainer
 
