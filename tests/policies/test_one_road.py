@@ -70,11 +70,17 @@ def test_the_spec_refuses_what_does_not_apply_naming_the_field() -> None:
     assert str(missing.value) == "/no/such/model: no such directory"  # as default_policy said it
 
 
-def test_eval_config_carries_the_model_settings() -> None:
+def test_eval_config_carries_the_model_settings(tmp_path: Path) -> None:
     config = EvalConfig(env="arithmetic", model="m", dtype="bfloat16", tool_format="mistral", device="cpu")
     spec = config.model_spec()
     assert (spec.dtype, spec.tool_format, spec.device) == ("bfloat16", "mistral", "cpu")
     assert EvalConfig(env="arithmetic").model_spec().dtype == "auto"
+    from verigym.eval.config import build, load_toml
+
+    toml = tmp_path / "eval.toml"
+    toml.write_text('env = "arithmetic"\ndtype = "float16"\ntool_format = "llama3"\nmax_batch_rows = 8\n')
+    spec = build(load_toml(toml), "--config").model_spec()  # the config file spells them as the flags
+    assert (spec.dtype, spec.tool_format, spec.max_batch_rows) == ("float16", "llama3", 8)
 
 
 def _eval(tmp_path: Path, *args: str) -> tuple[int, str]:

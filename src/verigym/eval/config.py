@@ -62,10 +62,12 @@ class EvalConfig(BaseModel):
     policy: str | None = None  # "oracle" / "null": the environment's own policy instead of a model
     base_url: list[str] = Field(default_factory=list)
     api_key_env: str | None = None
-    # an in-process model's dtype, device and tool-call format (``ModelSpec``): None is the rule's
+    # an in-process model's dtype, device, tool-call format and batching limit (``ModelSpec``): None
+    # is the rule's (auto dtype, CUDA when available, the checkpoint's format, 256 rows a pass)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = None
     device: str | None = None
     tool_format: str | None = None
+    max_batch_rows: int | None = Field(None, ge=1)
     num_tasks: int = Field(50, ge=1)
     samples_per_task: int = Field(1, ge=1)
     concurrency: int = Field(32, ge=1)
@@ -122,7 +124,7 @@ class EvalConfig(BaseModel):
 
     def model_spec(self) -> ModelSpec:
         """The model these options name (``model``, ``base_url``, ``api_key_env``, ``concurrency``,
-        ``timeout``, ``max_retries``, ``dtype``, ``device``, ``tool_format``), for
+        ``timeout``, ``max_retries``, ``dtype``, ``device``, ``tool_format``, ``max_batch_rows``), for
         ``verigym.policies.make_policy``."""
         return ModelSpec(
             model=self.model,
@@ -134,6 +136,7 @@ class EvalConfig(BaseModel):
             dtype=self.dtype or "auto",
             device=self.device,
             tool_format=self.tool_format,
+            max_batch_rows=self.max_batch_rows or ModelSpec.model_fields["max_batch_rows"].default,
         )
 
     def sampling(self) -> Sampling:
