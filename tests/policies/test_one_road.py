@@ -162,6 +162,7 @@ def test_train_and_sft_open_their_model_with_the_flags(tmp_path: Path) -> None:
     for command, args, said in [
         ("train", ["--dtype", "int8"], "--dtype int8: expected one of auto, float32, bfloat16, float16"),
         ("sft", ["--tool-format", "nope"], "--tool-format: unknown tool format 'nope'"),
+        ("train", ["--resume", str(tmp_path), "--dtype", "bfloat16"], "keeps the model settings"),
     ]:
         result = runner.invoke(app, [command, str(config), *args], env={"COLUMNS": "200"})
         assert result.exit_code == 2 and said in " ".join(result.output.split()), result.output

@@ -268,6 +268,8 @@ def register(app: typer.Typer) -> None:
         if config is None and resume is None:
             fail("give a CONFIG.toml, or --resume RUN_DIR")
         set_threads(threads)
+        if resume is not None and (dtype is not None or tool_format is not None):
+            fail("--dtype/--tool-format: a resumed run keeps the model settings it was started with")
         if resume is not None:
             from verigym.train.rl import run_config_path
 
