@@ -110,20 +110,19 @@ def list_tasks(
     seed: int,
     split: str,
     timeout: float,
+    size: int,
 ) -> list[Task]:
     """The first ``n`` tasks of ``split``: from the server's task API (``/{env}/task_range``; ``seed`` sent
-    to a verigym server), else ``n`` resets with seeds derived from ``(seed, split, i)``."""
+    to a verigym server), else ``n`` (all: ``size``) resets with seeds derived from ``(seed, split, i)``."""
     specs = _task_range(urls, info, headers, n, seed, split, timeout)
     if specs is None:
-        if n is None:
-            raise ValueError(f"{urls[0]} lists no tasks: say how many (-n / num_tasks)")
         return [
             Task(
                 id=f"{split}-{seed}-{i}",
                 prompt=(),
                 info={"remote": {"reset_seed": _reset_seed(seed, split, i)}},
             )
-            for i in range(n)
+            for i in range(size if n is None else min(n, size))
         ]
     tasks = []
     for i, spec in enumerate(specs):

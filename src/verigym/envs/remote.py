@@ -75,6 +75,7 @@ class RemoteEnv(Environment):
         open_timeout_s: float = 30.0,
         step_timeout_s: float = 600.0,
         action_field: str | None = None,
+        size: int = 1000,
     ) -> None:
         super().__init__(rubric=ServerRubric())
         try:
@@ -87,7 +88,7 @@ class RemoteEnv(Environment):
             raise EnvArgError(f"the address says {forced} and protocol= says {protocol}")
         if transport not in ("auto", "ws", "http"):
             raise EnvArgError(f"transport must be 'auto', 'ws' or 'http', got {transport!r}")
-        for key, value in (("max_turns", max_turns),):
+        for key, value in (("max_turns", max_turns), ("size", size)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise EnvArgError(f"{key} must be an integer >= 1, got {value!r}")
         for key, number in (
@@ -106,7 +107,7 @@ class RemoteEnv(Environment):
         self.pool = Pool(urls)
         self.info: Probe = probe(urls, forced or protocol, env, self.headers, open_timeout_s)
         self.protocol = self.info.protocol
-        self.transport, self.max_turns, self.replay = transport, max_turns, bool(replay)
+        self.transport, self.max_turns, self.replay, self.size = transport, max_turns, bool(replay), size
         self.full_wait_s, self.open_timeout_s, self.step_timeout_s = (
             full_wait_s,
             open_timeout_s,
@@ -120,7 +121,9 @@ class RemoteEnv(Environment):
     # ---- tasks -----------------------------------------------------------------------------------
 
     def tasks(self, n: int | None = None, *, seed: int = 0, split: str = "test") -> list[Task]:
-        return list_tasks(self.pool.urls, self.info, self.headers, n, seed, split, self.open_timeout_s)
+        return list_tasks(
+            self.pool.urls, self.info, self.headers, n, seed, split, self.open_timeout_s, self.size
+        )
 
     # ---- clients ---------------------------------------------------------------------------------
 
