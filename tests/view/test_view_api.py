@@ -217,3 +217,17 @@ def test_cli_warns_off_loopback_and_refuses_a_missing_folder(runs_dir: Path, tmp
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_rollout_sample_is_bounded_and_a_resume_drops_the_redone_steps(
+    runs_dir: Path, tmp_path: Path
+) -> None:
+    from verigym.train.rollouts import ROLLOUTS_FILE, RolloutSample
+
+    lines = (runs_dir / "train" / ROLLOUTS_FILE).read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [0, 1, 2]
+    assert all(len(json.loads(x)["groups"]) == 2 for x in lines)  # logging.rollout_groups = 2 of 3 groups
+    copy = tmp_path / ROLLOUTS_FILE
+    copy.write_text("\n".join(lines) + "\n")
+    RolloutSample(tmp_path, 2, tokenizer=None).truncate_after(0)  # resumed after step 0
+    assert [json.loads(x)["step"] for x in copy.read_text().splitlines()] == [0]
