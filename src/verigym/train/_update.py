@@ -22,6 +22,7 @@ from transformers import PreTrainedModel
 
 from verigym.train import losses as L
 from verigym.train import packing
+from verigym.train._cpu_kernels import training_kernels
 from verigym.train._forward import Forward, forward_logprobs, forward_rows
 from verigym.train.config import RLConfig
 from verigym.train.loss_registry import LossInputs, get_loss
@@ -128,7 +129,8 @@ def _fill_logprobs(
     for idx in _chunks(range(len(rows)), math.ceil(len(rows) / micro)):
         part = [rows[i] for i in idx]
         batch = collate(part, pad_id).to(next(model.parameters()).device)  # rows are collated on the CPU
-        logp, _ = forward_logprobs(model, batch, temperature)
+        with training_kernels():
+            logp, _ = forward_logprobs(model, batch, temperature)
         for j, r in enumerate(part):
             values = [0.0, *logp[j, : len(r.ids) - 1].tolist()]
             if key == "old":
@@ -206,11 +208,12 @@ def policy_update(
                 )
             for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro or [0]]
-                fwd = (
-                    packing.forward_packed(net, part, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
-                    if cfg.packing
-                    else forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad, keep_logits=keep_logits)
-                )  # fmt: skip
+                with training_kernels():  # oneDNN products, packed attention by block (train._cpu_kernels)
+                    fwd = (
+                        packing.forward_packed(net, part, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
+                        if cfg.packing
+                        else forward_rows(net, part, pad_id, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad, keep_logits=keep_logits)
+                    )  # fmt: skip
                 if not micro:  # fsdp, a rank with no share: a zero-weight pass keeps the collectives paired
                     (fwd.logp.sum() * 0).backward()  # type: ignore[no-untyped-call]
                     continue

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from verigym.train._cpu_kernels import attention_blocks
 from verigym.train._forward import Forward, keeps_logits, prefix_len
 
 __all__ = ["Pack", "forward_packed", "pack_rows", "plan_micro_batches", "row_starts"]
@@ -103,6 +104,7 @@ class Pack:
     ``ids``/``pos`` (1, N); ``attend`` (1, 1, N, N) bool or None (transformers builds it from ``pos``);
     ``keep`` (K,) the positions projected to the vocabulary; ``src`` (B, W) indexes ``keep`` for the
     logits that score ``targets`` (B, W), token ``starts[i] + s`` of row i (0 past a row's end).
+    ``blocks``: each unit's half-open range of positions; ``attend`` never crosses them.
     """
 
     ids: torch.Tensor
@@ -111,6 +113,7 @@ class Pack:
     keep: torch.Tensor
     src: torch.Tensor
     targets: torch.Tensor
+    blocks: list[tuple[int, int]]
 
 
 def pack_rows(
@@ -122,7 +125,9 @@ def pack_rows(
     unit_of: list[int] = []
     tail_of: list[int] = []
     scorer: dict[int, list[int]] = {}  # row -> flat positions whose logits score its tokens from starts
+    blocks: list[tuple[int, int]] = []
     for u, unit in enumerate(_units(rows, starts, share_prefix)):
+        first = len(ids)
         p = len(unit.prefix)
         ids += unit.prefix
         pos += range(p)
@@ -137,6 +142,7 @@ def pack_rows(
             unit_of += [u] * len(tail)
             tail_of += [k] * len(tail)
             scorer[i] = [last_prompt, *range(at, at + len(tail) - 1)]
+        blocks.append((first, len(ids)))
     keep = sorted({f for fs in scorer.values() for f in fs})
     where = {f: j for j, f in enumerate(keep)}
     width = max(len(fs) for fs in scorer.values())
@@ -162,6 +168,7 @@ def pack_rows(
         torch.tensor(keep, dtype=torch.long),
         src,
         targets,
+        blocks,
     )
 
 
@@ -189,13 +196,14 @@ def forward_packed(
         dtype = next(model.parameters()).dtype
         mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
     keep = pack.keep.to(device)
-    out = model(
-        input_ids=pack.ids.to(device),
-        position_ids=pack.pos.to(device),
-        attention_mask=None if mask is None else mask.to(device),
-        use_cache=False,
-        **({"logits_to_keep": keep} if keeps_logits(model) else {}),
-    )
+    with attention_blocks(pack.blocks if mask is not None else None):  # by unit on a CPU (train._cpu_kernels)
+        out = model(
+            input_ids=pack.ids.to(device),
+            position_ids=pack.pos.to(device),
+            attention_mask=None if mask is None else mask.to(device),
+            use_cache=False,
+            **({"logits_to_keep": keep} if keeps_logits(model) else {}),
+        )
     logits = out.logits[0] if keeps_logits(model) else out.logits[0].index_select(0, keep)
     if temperature != 1.0:
         logits = logits / temperature

@@ -1,0 +1,190 @@
+"""The RL update's matrix products and packed attention on a CPU, without the work torch's defaults do.
+
+**Products through oneDNN.** torch's float32 ``F.linear`` on a CPU runs MKL's sgemm. On AMD processors
+MKL takes its AVX2 code path even where the core has AVX-512, while oneDNN (also inside every torch CPU
+build, reached through ``torch.ops.mkldnn._linear_pointwise``) picks its kernels by the instructions
+the core has: on this project's AMD EPYC (Zen 5) it does 2.0-2.5x MKL's float32 FLOP/s per CPU second
+at the shapes of a 135M model's training step (``benchmarks/RESULTS.md``, "The RL update, cheaper").
+The results are float32 products summed in another order: equal to MKL's within float32 round-off
+(relative ~1e-6), not bitwise. Inside ``training_kernels()`` every ``F.linear`` (so every
+``nn.Linear``, the lm head included) on plain float32 CPU tensors whose weight has at least
+``MIN_WEIGHT`` entries runs as ``OneDnnLinear``: the forward and both products of the backward (input
+and weight gradients) through oneDNN, saving what ``F.linear`` saves. Smaller layers (the built-in
+tiny models' 64-wide ones, where a product costs microseconds and both libraries are as fast) keep
+the ordinary path, and so do other dtypes, devices and tensor subclasses.
+
+**Packed attention by block.** A packed micro-batch (``train.packing``) is one sequence whose 4D mask
+is block-diagonal: a group's prompt and its continuations never see another group's tokens. SDPA
+with that mask computes every query against every key of the whole pack and throws most away. Inside
+``attention_blocks(blocks)`` (set by ``packing.forward_packed``), a CPU ``F.scaled_dot_product_attention``
+over exactly that sequence runs once per block on the block's queries, keys, values and mask: the
+same sums without the masked-out cross terms (a pack of 4 groups: ~1/4 of the attention work).
+
+Backward passes run outside the contexts (autograd calls ``OneDnnLinear.backward`` and SDPA's own
+backward on each block), so only the forward needs to be inside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+__all__ = [
+    "MIN_WEIGHT",
+    "OneDnnLinear",
+    "attention_blocks",
+    "available",
+    "training_kernels",
+    "usable",
+]
+
+MIN_WEIGHT = 1 << 16
+"""Weights with fewer entries keep ``F.linear`` (the tiny models' layers: 64 × 256 = 16,384)."""
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_AVAILABLE: list[bool] = []
+_BLOCKS: ContextVar[tuple[tuple[int, int], ...] | None] = ContextVar("verigym_attention_blocks", default=None)
+
+
+def available() -> bool:
+    """Whether this torch build has oneDNN's linear kernel (``torch.ops.mkldnn._linear_pointwise``)."""
+    if not _AVAILABLE:
+        ok = bool(torch.backends.mkldnn.is_available())
+        if ok:
+            try:
+                probe = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+                got = torch.ops.mkldnn._linear_pointwise(probe, torch.ones(4, 3), None, "none", [], "")
+                ok = bool(torch.equal(got, probe @ torch.ones(3, 4)))
+            except (AttributeError, RuntimeError):
+                ok = False
+        _AVAILABLE.append(ok)
+    return _AVAILABLE[0]
+
+
+def usable(x: Any, weight: Any, bias: Any = None) -> bool:
+    """Whether ``F.linear(x, weight, bias)`` runs through oneDNN inside ``training_kernels()``."""
+    return (
+        type(x) in _PLAIN
+        and type(weight) in _PLAIN
+        and (bias is None or (type(bias) in _PLAIN and bias.dtype == torch.float32))
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.device.type == "cpu"
+        and weight.device.type == "cpu"
+        and weight.dim() == 2
+        and x.dim() >= 1
+        and weight.numel() >= MIN_WEIGHT
+        and x.shape[-1] == weight.shape[1]
+        and available()
+    )
+
+
+def _mm(a: torch.Tensor, b_t: torch.Tensor) -> torch.Tensor:
+    """``a @ b_t.T`` through oneDNN (``a`` 2D; ``b_t`` [out, in], any strides)."""
+    out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(a, b_t, None, "none", [], "")
+    return out
+
+
+class OneDnnLinear(torch.autograd.Function):
+    """``F.linear`` whose three products (forward, input gradient, weight gradient) run through oneDNN."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        if not flat.is_contiguous():
+            flat = flat.contiguous()
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(flat, weight, bias, "none", [], "")
+        ctx.save_for_backward(flat, weight)
+        ctx.in_shape = x.shape
+        ctx.has_bias = bias is not None
+        return out.view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        flat, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])
+        if not g.is_contiguous():
+            g = g.contiguous()
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = _mm(g, weight.t()).view(ctx.in_shape)
+        if ctx.needs_input_grad[1]:
+            gw = _mm(g.t(), flat.t())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g.sum(0)
+        return gx, gw, gb
+
+
+def _blocked_sdpa(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """SDPA once per block of the packed sequence, or None when the call is not over that sequence."""
+    blocks = _BLOCKS.get()
+    if blocks is None or len(args) < 3:
+        return None
+    q, k, v = args[:3]
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    rest = dict(kwargs)
+    rest.pop("attn_mask", None)
+    n = blocks[-1][1]
+    if (
+        len(args) > 4
+        or not all(type(t) in _PLAIN and t.device.type == "cpu" and t.dim() == 4 for t in (q, k, v))
+        or not isinstance(mask, torch.Tensor)
+        or mask.dim() != 4
+        or q.shape[0] != 1
+        or not (q.shape[2] == k.shape[2] == v.shape[2] == mask.shape[-1] == mask.shape[-2] == n)
+        or rest.get("is_causal", False)
+        or rest.get("dropout_p", 0.0) != 0.0
+    ):
+        return None
+    sizes = [b - a for a, b in blocks]
+    outs = [
+        F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask[..., a:b, a:b], **rest)
+        for (a, b), qb, kb, vb in zip(
+            blocks, q.split(sizes, -2), k.split(sizes, -2), v.split(sizes, -2), strict=True
+        )
+    ]
+    return torch.cat(outs, dim=-2)
+
+
+class _Mode(TorchFunctionMode):
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func is F.linear and len(args) >= 2:
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            if usable(args[0], args[1], bias):
+                return OneDnnLinear.apply(args[0], args[1], bias)
+        elif func is F.scaled_dot_product_attention:
+            out = _blocked_sdpa(args, kwargs)
+            if out is not None:
+                return out
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def training_kernels(enabled: bool = True) -> Iterator[None]:
+    """Inside, large float32 CPU ``F.linear`` calls run as ``OneDnnLinear`` and SDPA over a packed
+    sequence runs by block (see the module doc); ``enabled=False``: nothing changes."""
+    if not enabled:
+        yield
+        return
+    with _Mode():
+        yield
+
+
+@contextlib.contextmanager
+def attention_blocks(blocks: Sequence[tuple[int, int]] | None) -> Iterator[None]:
+    """Within ``training_kernels()``: attention over a sequence of ``blocks[-1][1]`` tokens whose mask
+    never crosses the half-open ``blocks`` (consecutive, from 0) runs block by block."""
+    token = _BLOCKS.set(None if not blocks else tuple((int(a), int(b)) for a, b in blocks))
+    try:
+        yield
+    finally:
+        _BLOCKS.reset(token)
