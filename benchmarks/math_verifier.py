@@ -13,10 +13,12 @@ cases, TinyV's HardVerify-Math) and verigym's ``tests/suites/math.jsonl`` and
   "equivalent".
 
 Fairness: the sides alternate round by round (a chunk of ``--chunk`` lines per round; the side
-that goes first rotates every round), each round gives one verigym / math-verify ratio per
-configuration, and the median of those ratios is the figure against the goal. Both sides get the
-same inputs, and caches are handled the same way on both sides, in two policies reported side by
-side:
+that goes first rotates every round). The figure against the goal is the **whole-suite ratio**:
+math-verify's total checking time over verigym's on the same lines (total checks / total time on
+each side, what a user's run sees, slow tail lines included). Each round also gives one ratio per
+configuration, and their median is printed beside it as an extra column (it hides the tail, so
+it is not the verdict). Both sides get the same inputs, and caches are handled the same way on
+both sides, in two policies reported side by side:
 
 * ``cold``: every cache is cleared before every line (verigym: its result cache and parse caches,
   in this process and in its workers; math-verify: its parser's ``lru_cache``\\ s);
@@ -24,12 +26,17 @@ side:
   math-verify: its own caches plus a memo of ``parse()`` by string and of the verdict by
   (gold, pred), the equivalent of verigym's parse and result caches).
 
-Goal (issue 17): verigym >= 10x math-verify's checks/s on every public suite, single process,
-against every math-verify configuration; the script prints MET / NOT MET per suite and policy,
-with the FP / FN table (verigym's FP and FN must not exceed math-verify's).
+Goal (issue 17, made whole-suite by issue 43 item 5): verigym >= 10x math-verify's checks/s on
+every suite the script runs, both cache policies, single process, against every math-verify
+configuration, judged on the whole-suite ratio; the script prints MET / NOT MET per suite and
+policy, a summary table, the final verdict over all of them, and the FP / FN table (verigym's FP
+and FN must not exceed math-verify's).
+
+``--busy N`` starts N CPU-bound processes (a bare Python loop each) beside the run and stops
+them at the end: the "with another CPU-bound process beside it" figure of issue 43 item 5.
 
     PYTHONPATH=src .bench/venv/bin/python benchmarks/math_verifier.py [--suite FILE ...]
-        [--policy cold|warm|both] [--chunk 20] [--json]
+        [--policy cold|warm|both] [--chunk 20] [--busy 0] [--json]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -53,7 +61,7 @@ DEFAULT_SUITES = [
     ROOT / "tests" / "suites" / "math.jsonl",
     ROOT / "tests" / "suites" / "math_forms.jsonl",  # issue 27: the form the question demands
 ]
-GOAL = 10.0  # issue 17: >= 10x math-verify's checks/s on every public suite, single process
+GOAL = 10.0  # issues 17 and 43: >= 10x math-verify's checks/s, whole suite, on every suite run
 _DELIMS = ("$", "\\boxed", "\\(", "\\[")
 
 Check = Callable[[dict[str, Any]], bool]
@@ -188,7 +196,7 @@ def bench_suite(path: Path, policy: str, chunk: int) -> dict[str, Any]:
                 "fn_not_higher": rows[0]["fn_rate"] <= row["fn_rate"],
             }
         )
-    met = all(p["median_ratio"] >= GOAL for p in peers)
+    met = all(p["overall_ratio"] >= GOAL for p in peers)  # the whole-suite ratio decides
     return {"suite": path.name, "policy": policy, "rows": rows, "peers": peers, "speed_goal_met": met}
 
 
@@ -220,23 +228,44 @@ def _print(res: dict[str, Any]) -> None:
         )
     for p in res["peers"]:
         print(
-            f"verigym / {p['grader']}: median ratio {p['median_ratio']:.2f}x over {p['rounds']} rounds "
-            f"(min {p['min_ratio']:.2f}x, max {p['max_ratio']:.2f}x; whole suite {p['overall_ratio']:.2f}x); "
+            f"verigym / {p['grader']}: whole suite {p['overall_ratio']:.2f}x (median of {p['rounds']} "
+            f"rounds {p['median_ratio']:.2f}x, min {p['min_ratio']:.2f}x, max {p['max_ratio']:.2f}x); "
             f"FP not higher: {p['fp_not_higher']}, FN not higher: {p['fn_not_higher']}"
         )
     verdict = "MET" if res["speed_goal_met"] else "NOT MET"
-    print(f"goal: median ratio >= {GOAL:g}x against every math-verify configuration: {verdict}")
+    print(f"goal: whole-suite ratio >= {GOAL:g}x against every math-verify configuration: {verdict}")
+
+
+def _summary(results: list[dict[str, Any]]) -> None:
+    """One row per suite and cache policy: the whole-suite ratios (the verdict) and the medians."""
+    print(
+        f"\n{'suite':26} {'caches':6} {'whole suite vs given / boxed':>29} {'median vs given / boxed':>24}  verdict"
+    )
+    for r in results:
+        a, b = r["peers"]
+        whole = f"{a['overall_ratio']:.2f}x / {b['overall_ratio']:.2f}x"
+        med = f"{a['median_ratio']:.2f}x / {b['median_ratio']:.2f}x"
+        verdict = "MET" if r["speed_goal_met"] else "NOT MET"
+        print(
+            f"{r['suite']:26} {r['policy']:6} {whole:>29} {med:>24}  {verdict}  (load after {r['load_after']})"
+        )
+
+
+def _spinners(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` CPU-bound processes (stopped by the caller)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument(
-        "--suite", action="append", type=Path, help="suite JSONL (repeatable; default: all three)"
-    )
+    ap.add_argument("--suite", action="append", type=Path, help="suite JSONL (repeatable; default: all four)")
     ap.add_argument(
         "--policy", choices=("cold", "warm", "both"), default="both", help="cache policy (default both)"
     )
     ap.add_argument("--chunk", type=int, default=20, help="lines per round (default 20)")
+    ap.add_argument(
+        "--busy", type=int, default=0, help="CPU-bound processes to run beside the benchmark (default 0)"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     suites = args.suite or DEFAULT_SUITES
@@ -245,7 +274,19 @@ def main() -> None:
         sys.exit(f"error: no such suite: {', '.join(missing)}")
     if args.chunk < 1:
         sys.exit("error: --chunk must be at least 1")
+    if args.busy < 0:
+        sys.exit("error: --busy must be 0 or more")
+    spinners = _spinners(args.busy)
+    try:
+        _run(suites, args.policy, args.chunk, args.busy, args.json)
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
 
+
+def _run(suites: list[Path], policy: str, chunk: int, busy: int, as_json: bool) -> None:
+    """Warm both sides, run every suite under every policy, print the tables and the verdict."""
     # Warm both sides outside the timed runs with the same checks (imports, sympy's first use of
     # each kind of expression, verigym's worker); caches are cleared later.
     from math_verify import parse, verify
@@ -259,25 +300,33 @@ def main() -> None:
         verify(parse(f"${gold}$"), parse(f"${pred}$"))
     clear_caches()
 
-    policies = ["cold", "warm"] if args.policy == "both" else [args.policy]
-    header = {"cpu": _cpu(), "load_before": _load(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    policies = ["cold", "warm"] if policy == "both" else [policy]
+    header = {
+        "cpu": _cpu(),
+        "load_before": _load(),
+        "busy": busy,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     results = []
     for s in suites:
         for pol in policies:
-            res = bench_suite(s, pol, args.chunk)
+            res = bench_suite(s, pol, chunk)
             res["load_after"] = _load()
             results.append(res)
-            if not args.json:
+            if not as_json:
                 _print(res)
                 print(f"load average after: {res['load_after']}")
-    public = [r for r in results if Path(r["suite"]).name in {p.name for p in DEFAULT_SUITES[:2]}]
-    overall = bool(public) and all(r["speed_goal_met"] for r in public)
-    if args.json:
+    overall = bool(results) and all(r["speed_goal_met"] for r in results)
+    if as_json:
         print(json.dumps({**header, "results": results, "goal": GOAL, "goal_met": overall}, indent=1))
         return
-    print(f"\n{header['date']}  CPU: {header['cpu']}  load average before: {header['load_before']}")
+    _summary(results)
     print(
-        f"goal (>= {GOAL:g}x math-verify on every public suite, every cache policy):",
+        f"\n{header['date']}  CPU: {header['cpu']}  load average before: {header['load_before']}"
+        f"  CPU-bound processes beside it: {busy}"
+    )
+    print(
+        f"goal (whole-suite ratio >= {GOAL:g}x math-verify on every suite run, every cache policy):",
         "MET" if overall else "NOT MET",
     )
 
