@@ -101,7 +101,8 @@ def test_eval_writes_its_five_files_and_passes_env_args(tmp_path: Path) -> None:
     assert "openai" in config["versions"] and "git_revision" in config
     assert all(b["temperature"] == 0.5 and b["max_tokens"] == 64 for b in srv.requests)
     report = (run / "report.html").read_text()
-    assert report.count("<svg ") == 2 and "<details>" in report and "grade correct" in report
+    assert report.count("<svg ") == 3 and "<details>" in report and "grade correct" in report
+    assert 'aria-label="pass@k"' in report and "<td>mean reward, 95% CI (bootstrap over tasks)</td>" in report
     assert 'aria-label="reward of 12 scored samples"' in report and 'aria-label="mean grade' in report
     assert "pass@2" in out and "reward mean" in out
 

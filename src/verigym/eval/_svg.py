@@ -1,4 +1,4 @@
-"""Two small charts for ``report.html`` as inline SVG: a histogram and horizontal bars.
+"""Small charts for ``report.html`` as inline SVG: a histogram, horizontal bars and a line (pass@k).
 
 The eval report draws them itself rather than through matplotlib: importing matplotlib and
 rendering two PNGs took about a second at the end of every ``verigym eval`` (more than the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-__all__ = ["hbars_svg", "histogram_svg"]
+__all__ = ["hbars_svg", "histogram_svg", "line_svg"]
 
 _W, _H = 560, 240  # plot area in px
 _L, _B, _T, _R = 56, 40, 28, 16  # margins: left (y labels), bottom (x labels), top (title), right
@@ -87,3 +87,38 @@ def hbars_svg(items: Sequence[tuple[str, float]], *, xlabel: str) -> str:
         parts.append(_text(left + _W * i / 4, base + 16, _tick(top * i / 4)))
     parts.append(_text(left + _W / 2, base + 34, xlabel))
     return _svg(left + _W + 48, base + _B, parts, xlabel)
+
+
+def line_svg(points: Sequence[tuple[float, float]], *, title: str, xlabel: str, ylabel: str) -> str:
+    """A line through ``points`` (x ascending) with a marker and its value at each; y spans [0, 1]."""
+    xs = [p[0] for p in points]
+    lo, hi = min(xs, default=0.0), max(xs, default=1.0)
+    span = (hi - lo) or 1.0
+
+    def x(v: float) -> float:
+        return _L + (v - lo) / span * _W
+
+    def y(v: float) -> float:
+        return _T + _H - max(0.0, min(1.0, v)) * _H
+
+    base = _T + _H
+    parts = [_text(_L + _W / 2, 18, title, size=13)]
+    parts.append(f'<line x1="{_L}" y1="{base}" x2="{_L + _W}" y2="{base}" stroke="#333"/>')
+    parts.append(f'<line x1="{_L}" y1="{_T}" x2="{_L}" y2="{base}" stroke="#333"/>')
+    for i in range(5):
+        parts.append(_text(_L - 6, base - _H * i / 4 + 4, _tick(i / 4), anchor="end"))
+    path = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in points)
+    parts.append(f'<polyline points="{path}" fill="none" stroke="#4477aa" stroke-width="2"/>')
+    for a, b in points:
+        parts.append(
+            f'<circle cx="{x(a):.1f}" cy="{y(b):.1f}" r="4" fill="#4477aa"><title>{_tick(b)}</title></circle>'
+        )
+        parts.append(_text(x(a), y(b) - 9, _tick(b), size=11))
+        parts.append(_text(x(a), base + 16, f"{a:g}"))
+    parts.append(_text(_L + _W / 2, base + 34, xlabel))
+    parts.append(
+        _text(14, _T + _H / 2, ylabel, size=12).replace(
+            "<text ", f'<text transform="rotate(-90 14 {_T + _H / 2:.1f})" '
+        )
+    )
+    return _svg(_L + _W + _R, _T + _H + _B, parts, title)

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from verigym._report import HtmlReport
-from verigym.eval._svg import hbars_svg, histogram_svg
+from verigym.eval._svg import hbars_svg, histogram_svg, line_svg
 from verigym.types import Record
 
-__all__ = ["Examples", "pick_examples", "render_trajectory", "write_report"]
+__all__ = ["Examples", "pick_examples", "render_trajectory", "summary_rows", "write_report"]
 
 
 def render_trajectory(record: Record) -> str:
@@ -110,6 +110,62 @@ def pick_examples(records: Sequence[Record], limit: int = 60, seed: int = 0) -> 
     return examples.chosen()
 
 
+# summary.json's keys as the report's summary table labels them, in this order; a key not listed is
+# shown under its own name after these (a newer summary's field is never dropped)
+_LABELS = {
+    "n_tasks": "tasks",
+    "n_samples": "samples",
+    "n_expected": "samples asked for",
+    "n_scored": "scored samples",
+    "n_errors": "errored samples (no reward)",
+    "first_error": "first error",
+    "empty_answers": "empty answers",
+    "reward_mean": "mean reward",
+    "reward_ci95": "mean reward, 95% CI (bootstrap over tasks)",
+    "success_threshold": "pass: reward at least",
+    "pass_at_k": "pass@k",
+    "penalty_mean": "mean cheating penalty",
+    "completion_tokens_mean": "completion tokens, mean",
+    "completion_tokens_max": "completion tokens, max",
+    "truncation_rate": "cut at max tokens",
+    "prefix_breaks": "multi-turn prefix breaks",
+    "tool_call_parse_failures": "tool calls that did not parse",
+    "tool_call_parse_failure_rate": "tool calls that did not parse, share",
+    "prompt_tokens": "prompt tokens",
+    "completion_tokens": "completion tokens",
+    "total_tokens": "total tokens",
+    "wall_s": "wall time (s)",
+}
+# shown elsewhere in the report (their own sections) or not a figure (the run header)
+_ELSEWHERE = {
+    "grader_means",
+    "errors_by_kind",
+    "stop_reasons",
+    "penalties",
+    "env_metrics",
+    "run",
+    "non_finite",
+}
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The summary as labelled rows: pass@k on one line, the prefix breaks as a fraction."""
+    rows: list[tuple[str, str]] = []
+    keys = [k for k in _LABELS if k in summary] + [k for k in summary if k not in _LABELS]
+    for key in keys:
+        value = summary[key]
+        if key in _ELSEWHERE or key == "format_version":
+            continue
+        if key == "pass_at_k":
+            text = "  ·  ".join(f"pass@{k} {_fmt(v)}" for k, v in value.items()) or "–"
+        elif key == "prefix_breaks" and isinstance(value, Mapping):
+            text = f"{value.get('breaks', 0)} of {value.get('turn_pairs', 0)} turn pairs"
+        else:
+            text = _fmt(value)
+        rows.append((_LABELS.get(key, key.replace("_", " ")), text))
+    return rows
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "–"
@@ -136,14 +192,12 @@ def write_report(
     """
     report = HtmlReport(f"verigym eval: {config.get('env', '?')} · {config.get('model') or 'default policy'}")
     report.heading("Summary")
-    rows = [
-        (k, _fmt(v))
-        for k, v in summary.items()
-        if k
-        not in ("pass_at_k", "grader_means", "errors_by_kind", "stop_reasons", "penalties", "env_metrics")
-    ]
-    rows += [(f"pass@{k}", _fmt(v)) for k, v in summary.get("pass_at_k", {}).items()]
-    report.table(rows, header=["metric", "value"])
+    report.table(summary_rows(summary), header=["", "value"])
+    ks = sorted((int(k), v) for k, v in summary.get("pass_at_k", {}).items() if v is not None)
+    if len(ks) > 1:
+        report.raw(
+            line_svg([(float(k), float(v)) for k, v in ks], title="pass@k", xlabel="k", ylabel="pass@k")
+        )
     report.paragraph(
         "Errored samples are counted apart and left out of every reward statistic; "
         "the 95% interval is a bootstrap over tasks."

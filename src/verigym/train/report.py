@@ -1,4 +1,5 @@
-"""``report.html`` of a training run: the health curves as PNGs, the entropy-law fit and a summary."""
+"""``report.html`` of a training run: a labelled summary, the health curves as PNGs (the held-out pass@1
+with the SFT point at step 0), the entropy-law fit."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from verigym._report import HtmlReport, figure
 from verigym.train.monitor import fit_entropy_law, read_metrics
 
-__all__ = ["write_report"]
+__all__ = ["summary_rows", "write_report"]
 
 _PANELS: list[tuple[str, list[str]]] = [
     ("Reward", ["reward", "reward_rubric"]),
@@ -39,6 +40,49 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], l
     return xs, ys
 
 
+_NAMES = {
+    "pass_at_1_initial": "held-out pass@1, initial model",
+    "pass_at_1_after_sft": "held-out pass@1 after SFT",
+    "pass_at_1_after_rl": "held-out pass@1 after RL",
+    "pass_at_1": "held-out pass@1",
+    "sft_steps": "SFT steps",
+    "steps": "RL steps",
+    "wall_s": "wall time (s)",
+    "train_samples": "training samples",
+    "train_samples_errored": "training samples errored (not trained on)",
+    "train_first_error": "first training error",
+    "model_dir": "final model",
+    "sft_model_dir": "model after SFT",
+    "model_files_shared_with": "model files shared with",
+    "run_dir_mb": "run folder (MB)",
+    "model_mb": "model (MB)",
+    "resume_state_mb": "resume state (MB)",
+}
+
+
+def _label(key: str) -> str:
+    """A summary or metrics key as words: ``eval/ENV/grader/NAME_initial`` -> ``held-out ENV: grader NAME, initial``."""
+    if key in _NAMES:
+        return _NAMES[key]
+    text = key
+    for suffix, words in (
+        ("_initial", ", initial model"),
+        ("_after_sft", " after SFT"),
+        ("_after_rl", " after RL"),
+    ):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)] + words
+    if text.startswith("eval/"):
+        parts = text[5:].split("/")
+        text = "held-out " + (f"{parts[0]}: " + " ".join(parts[1:]) if len(parts) > 1 else parts[0])
+    return text.replace("pass_at_1", "pass@1").replace("grader/", "grader ").replace("_", " ")
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+    """The summary as labelled rows (the run header and the format version left out)."""
+    return [[_label(k), v] for k, v in summary.items() if k not in ("run", "format_version", "non_finite")]
+
+
 def write_report(
     run_dir: str | Path, *, title: str = "verigym training run", summary: Mapping[str, Any] | None = None
 ) -> Path:
@@ -46,23 +90,29 @@ def write_report(
     run = Path(run_dir)
     rows = [r for r in read_metrics(run / "metrics.jsonl") if r.get("phase", "rl") == "rl"]
     rep = HtmlReport(title)
+    summary = summary or {}
     if summary:
         rep.heading("Summary")
-        rep.table([[k, v] for k, v in summary.items()], header=["", "value"])
+        rep.table(summary_rows(summary), header=["", "value"])
     rep.heading("Curves")
     if not rows:
         rep.paragraph("No RL steps were logged.")
     graders = sorted({k for r in rows for k in r if k.startswith("grader/")})
     panels = [*_PANELS[:2], ("Graders (train batch means)", graders), *_PANELS[2:]]
+    sft = summary.get("pass_at_1_after_sft")
     for name, keys in panels:
         present = [k for k in keys if _series(rows, k)[1]]
-        if not present:
+        held_out = "eval/pass_at_1" in keys and isinstance(sft, int | float) and math.isfinite(sft)
+        if not present and not held_out:
             continue
         fig = figure(5.5, 2.8)
         ax = fig.add_subplot()
         for k in present:
             xs, ys = _series(rows, k)
-            ax.plot(xs, ys, marker="." if len(xs) < 40 else None, label=k)
+            ax.plot(xs, ys, marker="." if len(xs) < 40 else None, label=_label(k))
+        if held_out:  # where RL started from: the held-out pass@1 after SFT, at step 0
+            ax.plot([0], [sft], marker="s", color="C1", linestyle="none", label="after SFT")
+            ax.legend(fontsize=7)
         ax.set_title(name)
         ax.set_xlabel("step")
         if len(present) > 1:
