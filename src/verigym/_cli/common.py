@@ -1,8 +1,8 @@
 """Shared CLI helpers: one-line errors with exit code 2, the rich console, key=value parsing, the
 policy an eval configuration asks for (used by ``eval`` and ``suite``), and the options several
 commands declare word for word (``Threads``, ``EnvArg``, ``BaseUrl``, ``Temperature``, ``MaxTokens``,
-and ``Dtype``/``ToolFormat`` on every command that opens an in-process model), and ``model_error``,
-a ``ModelSpecError`` worded for a command's flags."""
+and ``Dtype``/``ToolFormat`` on every command that opens an in-process model), and ``model_spec``,
+a ``ModelSpec`` from a command's flags or one line naming the flag it refuses."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ __all__ = [
     "error_line",
     "eval_policy",
     "fail",
-    "model_error",
+    "model_spec",
     "parse_kv",
     "set_threads",
 ]
@@ -124,10 +124,16 @@ def eval_policy(config: EvalConfig) -> tuple[Policy, str, bool]:
     return opened.policy, opened.description, opened.remote
 
 
-def model_error(exc: Exception, flags: dict[str, str] | str = "--") -> str:
-    """The one line for a model that did not open: a ``ModelSpecError`` worded for the command's
-    flags (``worded``), anything else as it says."""
-    worded = getattr(exc, "worded", None)
-    if worded is not None and hasattr(exc, "field"):
-        return str(worded(flags))
-    return str(exc)
+def model_spec(values: dict[str, Any]) -> Any:
+    """The ``ModelSpec`` of a command's flag values (its field names), or one line naming the flag
+    whose value it refuses (``--dtype int8: Input should be ...``) and exit 2."""
+    from pydantic import ValidationError
+
+    from verigym.policies.spec import ModelSpec
+
+    try:
+        return ModelSpec.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "--" + str(first["loc"][0]).replace("_", "-")
+        fail(f"{name} {first.get('input')}: {str(first['msg']).removeprefix('Value error, ')}")

@@ -25,6 +25,7 @@ from verigym._cli.common import (
     ToolFormat,
     console,
     fail,
+    model_spec,
     parse_kv,
     set_threads,
 )
@@ -108,26 +109,12 @@ def _policy(
 ) -> tuple[Policy, str, bool]:
     """The policy (through the one opener, ``policies.spec.open_model``), a line describing it, and
     whether it is remote. ``flag``: the prefix of the flags it came from (``--``, ``--judge-``)."""
-    from pydantic import ValidationError
-
     from verigym.policies.base import ModelSpecError, PolicyError
-    from verigym.policies.spec import MissingApiKey, ModelSpec, open_model
+    from verigym.policies.spec import MissingApiKey, open_model
 
-    try:
-        spec = ModelSpec.model_validate(
-            {
-                "model": model,
-                "base_url": base_url or [],
-                "api_key_env": api_key_env,
-                "concurrency": concurrency,
-                "dtype": dtype or "auto",
-                "tool_format": tool_format,
-            }
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "--" + str(first["loc"][0]).replace("_", "-")
-        fail(f"{name} {first.get('input')}: {str(first['msg']).removeprefix('Value error, ')}")
+    values: dict[str, Any] = {"model": model, "base_url": base_url or [], "api_key_env": api_key_env}
+    values |= {"concurrency": concurrency, "dtype": dtype or "auto", "tool_format": tool_format}
+    spec = model_spec(values)
     try:
         opened = open_model(spec)
     except MissingApiKey as exc:

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from verigym._cli.common import Dtype, ToolFormat, console, fail
+from verigym._cli.common import Dtype, ToolFormat, console, fail, model_spec
 
 __all__ = ["register"]
 
@@ -30,26 +30,12 @@ def load_policy(
 ) -> Any:
     """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh
     model) through the one opener (``policies.spec.open_model``); its failures name MODEL_PATH or the flag."""
-    from pydantic import ValidationError
-
     from verigym.policies.base import ModelSpecError, PolicyError
     from verigym.policies.default import resolve_model_dir
-    from verigym.policies.spec import ModelSpec, open_model
+    from verigym.policies.spec import open_model
 
-    try:
-        spec = ModelSpec.model_validate(
-            {
-                "model": model_path,
-                "dtype": dtype or "auto",
-                "device": device,
-                "tool_format": tool_format,
-                "max_batch_rows": max_batch_rows,
-            }
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "--" + str(first["loc"][0]).replace("_", "-")
-        fail(f"{name} {first.get('input')}: {str(first['msg']).removeprefix('Value error, ')}")
+    values = {"model": model_path, "dtype": dtype or "auto", "device": device, "tool_format": tool_format}
+    spec = model_spec({**values, "max_batch_rows": max_batch_rows})
     path = Path(model_path).expanduser()
     found = resolve_model_dir(path) if path.is_dir() else None
     record = _record(found) if found is not None else None  # said before the (slow) load
