@@ -63,11 +63,12 @@ with file_hook(hook):
 """
 
 
-def write_config(path: Path, steps: int, seed: int) -> Path:
+def write_config(path: Path, steps: int, seed: int, model: str | None = None) -> Path:
     path.write_text(
         f"seed = {seed}\n"
         'out_dir = "unused"\n'
-        f'[[envs]]\nname = "{ENV}:BurstEnv"\nargs = {{ level = 1, burst_from = 3, burst_to = 6 }}\n'
+        + (f'[model]\npath = "{model}"\n' if model else "")
+        + f'[[envs]]\nname = "{ENV}:BurstEnv"\nargs = {{ level = 1, burst_from = 3, burst_to = 6 }}\n'
         "[sampling]\nmax_tokens = 4\n"
         "[sft]\ndemos = 16\nmax_steps = 3\nbatch_size = 8\n"
         f"[rl]\nsteps = {steps}\ngroups_per_step = 2\ngroup_size = 4\nkl_beta = 0.1\n"
@@ -156,7 +157,7 @@ def kill_round(
     """Start, SIGKILL 1..max_kills times at random moments, then resume to the end."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = train_cmd(str(config), "--out", str(out))
-    kills = nonfinite_mid = bad_exits = 0
+    kills = resumable = nonfinite_mid = bad_exits = 0
     for _ in range(rng.randint(1, args.max_kills)):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         try:
@@ -165,6 +166,7 @@ def kill_round(
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
+            resumable += (out / "checkpoints" / "latest").exists()  # killed with a checkpoint on disk
             nonfinite_mid += nonfinite(out)
             cmd = train_cmd("--resume", str(out))  # from now on, as a script would
             if not (out / "train_config.json").exists():
@@ -179,7 +181,7 @@ def kill_round(
         print(f"train exited {done.returncode}: {done.stdout.strip()[-400:]}", file=sys.stderr)
     result = audit(out, ref, finished)
     result["nonfinite"] += nonfinite_mid
-    return {"kills": kills, "bad_exits": bad_exits, **result}
+    return {"kills": kills, "kills_after_a_checkpoint": resumable, "bad_exits": bad_exits, **result}
 
 
 @contextlib.contextmanager
@@ -266,7 +268,7 @@ def main() -> None:
     work.mkdir(parents=True)
     rng = random.Random(args.seed)
     t0 = time.monotonic()
-    config = write_config(work / "soak_train.toml", args.steps, args.seed)
+    config = write_config(work / "soak_train.toml", args.steps, args.seed, args.model)
     first = run(train_cmd(str(config), "--out", str(work / "reference")))
     if first.returncode != 0:
         sys.exit(f"the reference run failed: {first.stdout[-2000:]}{first.stderr[-2000:]}")
@@ -276,20 +278,34 @@ def main() -> None:
         for r in ref[0]
         if r.get("phase") == "rl" and (r.get("samples_errored") or r.get("rows_nonfinite_advantage"))
     ]
-    disk = disk_full_round(config, work, ref)
+    disk: dict[str, Any] = {"mode": "skipped (--no-disk)", "exit_code": 2, "one_line": True}
+    disk.update(
+        {"partial_folders_left": [], "corrupted": 0, "steps_lost": 0, "duplicated": 0, "nonfinite": 0}
+    )
+    if not args.no_disk:
+        disk = disk_full_round(config, work, ref)
     print(f"full disk: {disk}", flush=True)
     rounds: list[dict[str, Any]] = []
     deadline = t0 + args.minutes * 60
     while time.monotonic() < deadline:
         rounds.append(kill_round(config, work / f"round{len(rounds):03d}", args, rng, ref))
         print(f"round {len(rounds)}: {rounds[-1]}", flush=True)
-    keys = ("kills", "bad_exits", "corrupted", "steps_lost", "duplicated", "nonfinite")
+    keys = (
+        "kills",
+        "kills_after_a_checkpoint",
+        "bad_exits",
+        "corrupted",
+        "steps_lost",
+        "duplicated",
+        "nonfinite",
+    )
     total = {k: sum(r[k] for r in rounds) for k in keys}
     for k in ("corrupted", "steps_lost", "duplicated", "nonfinite"):
         total[k] += disk[k]
     report = {
         "minutes": round((time.monotonic() - t0) / 60, 2),
         "seed": args.seed,
+        "model": args.model or "tiny",
         "rl_steps_per_run": args.steps,
         "reference_burst_steps": [r["step"] for r in burst],
         "reference_errored_samples_in_burst": sum(int(r.get("samples_errored") or 0) for r in burst),
