@@ -83,6 +83,7 @@ def _serve() -> None:
     sys.stdout = sys.stderr  # nothing the check prints can corrupt the protocol
     from verigym.graders.math._sympy_path._check import check
 
+    _preload()
     _warm(check)
     _write(out, ("ready", None))
     fd = sys.stdin.fileno()
@@ -107,6 +108,13 @@ WARMUP = (  # one check of each common kind: sympy's first use of each costs up 
     ("\\sin^2 x + \\cos^2 x", "1"),
     ("2 \\arcsin \\sqrt{a}", "\\arccos(1 - 2a)"),
 )
+
+
+def _preload() -> None:
+    """Import now what sympy imports on first use inside a check: ``simplify`` imports
+    ``sympy.physics.units`` (0.3-0.5 s) the first time it gets past its early returns, which
+    would otherwise land on whichever check first needs it."""
+    import sympy.physics.units  # noqa: F401
 
 
 def _warm(check: Any) -> None:

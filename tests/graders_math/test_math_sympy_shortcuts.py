@@ -1,0 +1,79 @@
+"""Shortcuts of the full check that skip slow sympy calls must give what those calls give.
+
+``_values._abs_piece`` reads ``|c1 x + c0| op c`` as an interval or two rays instead of calling
+``solveset`` (30-100 ms on ``Abs``); the sets must be the ones ``solveset`` returns, so every
+verdict built on them stays the same.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import sympy
+
+from verigym.graders.math import check_equivalent
+from verigym.graders.math._sympy_path._values import _OPS, _abs_piece
+from verigym.graders.math._sympy_path._worker import _preload
+
+_X = sympy.Symbol("x")
+_Z = sympy.Symbol("z", real=True)
+_R = sympy.Rational
+
+
+@pytest.mark.parametrize(
+    ("inner", "bound", "op", "flip"),
+    [
+        (_X, 3, "<", False),
+        (_X, 3, "\\le", False),
+        (_X, 3, ">", False),
+        (_X, 3, "\\ge", False),
+        (_X - 1, _R(1, 2), "<", True),
+        (_X + _R(3, 2), 2, "\\ge", True),
+        (_Z - 4, 1, ">", False),
+        (-_Z + 1, _R(7, 3), "\\le", True),
+    ],
+)
+def test_abs_piece_is_what_solveset_returns(inner: sympy.Expr, bound: object, op: str, flip: bool) -> None:
+    x = next(iter(inner.free_symbols))
+    e, c = sympy.Abs(inner), sympy.sympify(bound)
+    a, b = (c, e) if flip else (e, c)
+    mine = _abs_piece(a, b, op, x)
+    assert mine is not None
+    assert mine == sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (sympy.Abs(_X**2 - 1), sympy.Integer(3)),  # not linear inside
+        (sympy.Abs(_X), sympy.sqrt(2)),  # irrational bound
+        (sympy.Abs(_X), sympy.Integer(0)),  # bound not positive: solveset decides
+        (sympy.Abs(_X), sympy.Integer(-1)),
+        (_X, sympy.Integer(2)),  # no absolute value
+    ],
+)
+def test_abs_piece_leaves_the_rest_to_solveset(a: sympy.Expr, b: sympy.Expr) -> None:
+    assert _abs_piece(a, b, "<", _X) is None
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "accepted"),
+    [
+        ("(-3, 3)", "|x| < 3", True),
+        ("(-3, 3)", "|x| \\le 3", False),
+        ("[-3, 3]", "|x| \\le 3", True),
+        ("(-\\infty, -3) \\cup (3, \\infty)", "|x| > 3", True),
+        ("1 \\le |z| \\le \\frac{3}{2}", "[-\\frac{3}{2}, -1] \\cup [1, \\frac{3}{2}]", True),
+        ("1 \\le |z| \\le \\frac{3}{2}", "[-\\frac{3}{2}, -1) \\cup [1, \\frac{3}{2}]", False),
+    ],
+)
+def test_absolute_value_inequalities_in_the_full_check(gold: str, pred: str, accepted: bool) -> None:
+    verdict = check_equivalent(gold, pred, timeout=None)
+    assert verdict.error is None
+    assert verdict.accepted is accepted
+
+
+def test_worker_preloads_what_simplify_imports_on_first_use() -> None:
+    _preload()
+    assert "sympy.physics.units" in sys.modules
