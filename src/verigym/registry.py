@@ -123,7 +123,8 @@ def plugin_errors() -> dict[str, str]:
 class Registry(Generic[T]):
     """Named entries of one kind (module doc). ``error`` is the ``UnknownNameError`` subclass an
     unknown name raises; ``make`` turns a loaded value into the entry (a class into an instance...);
-    ``sort_builtins`` lists the built-ins by name."""
+    ``sort_builtins`` lists the built-ins by name; ``quick(name)`` finds one built-in cheaply (its
+    value or None) before the built-ins are all looked for (environments: the module named like it)."""
 
     def __init__(
         self,
@@ -133,12 +134,14 @@ class Registry(Generic[T]):
         error: type[UnknownNameError] = UnknownNameError,
         make: Callable[[Any], T] | None = None,
         sort_builtins: bool = False,
+        quick: Callable[[str], Any] | None = None,
     ) -> None:
         self.kind = kind
         self.error = error
         self._builtins = builtins
         self._make = make
         self._sort = sort_builtins
+        self._quick = quick
         self._entries: dict[str, Any] = {}
         self._resolved: dict[str, T] = {}
         self._builtin_names: tuple[str, ...] = ()
@@ -212,21 +215,32 @@ class Registry(Generic[T]):
             self._entries.pop(name, None)
             self._resolved.pop(name, None)
 
-    def find(self, name: str) -> T | None:
-        """The entry ``name``, or None when no built-in, registered entry or plugin has it."""
+    def _entry(self, name: str) -> Any | None:
+        """The value ``name`` was registered or found as (None: nowhere, plugins included)."""
+        with self._lock:
+            if name in self._entries:
+                return self._entries[name]
+        if self._state == "new" and self._quick is not None:
+            value = self._quick(name)
+            if value is not None:
+                return value
         self._ready()
         if name not in self._entries:
             load_plugins()
-            if name not in self._entries:
-                return None
+        return self._entries.get(name)
+
+    def find(self, name: str) -> T | None:
+        """The entry ``name``, or None when no built-in, registered entry or plugin has it."""
         if name in self._resolved:
             return self._resolved[name]
-        value = self._entries[name]
+        value = self._entry(name)
+        if value is None:
+            return None
         if isinstance(value, str):
             value = import_target(value)
         entry = self._make(value) if self._make is not None else cast(T, value)
         with self._lock:
-            if self._entries.get(name) is not None:
+            if name in self._entries:
                 self._resolved[name] = entry
         return entry
 
@@ -255,9 +269,8 @@ class Registry(Generic[T]):
         return tuple(self._entries)
 
     def target(self, name: str) -> str | None:
-        """The ``"module:attr"`` an entry was registered as, while not yet imported (else None)."""
-        self._ready()
-        value = self._entries.get(name)
+        """The ``"module:attr"`` an entry was registered as (None: registered as an object, or unknown)."""
+        value = self._entry(name)
         return value if isinstance(value, str) else None
 
     def items(self) -> list[tuple[str, T]]:

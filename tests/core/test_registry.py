@@ -72,3 +72,17 @@ def test_import_targets_are_module_colon_attribute() -> None:
     colours: Registry[object] = Registry("colour", builtins={"bad": "json:no_such_attr"})
     with pytest.raises(AttributeError):
         colours.get("bad")
+
+
+def test_one_built_in_is_found_cheaply_without_finding_them_all() -> None:
+    scans: list[int] = []
+
+    def find_all() -> dict[str, object]:
+        scans.append(1)
+        return {"red": 1, "blue": 2}
+
+    colours: Registry[object] = Registry("colour", builtins=find_all, quick={"red": 1}.get)
+    assert colours.get("red") == 1 and scans == []  # the cheap way found it
+    colours.register("red", 5)
+    assert colours.get("red") == 5 and scans == []  # a registration comes first
+    assert colours.get("blue") == 2 and scans == [1]  # not cheaply found: every built-in is looked for

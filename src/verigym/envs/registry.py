@@ -126,10 +126,21 @@ def _builtin(name: str) -> _Entry | None:
     return _builtins().get(name)
 
 
+def _named_like(name: str) -> str | None:
+    """The built-in declared in the module named like ``name`` (most are), reading that one file."""
+    path = _HERE / f"{name}.py"
+    if name.isidentifier() and not name.startswith("_") and path.is_file():
+        entry = _declared(path).get(name)
+        if entry is not None and isinstance(entry.target, str):
+            return entry.target
+    return None
+
+
 ENVS: Registry[Any] = Registry(
     "environment",
     builtins=lambda: {name: entry.target for name, entry in _builtins().items()},
     error=UnknownEnvError,
+    quick=_named_like,
 )
 """Every environment factory by name: the built-ins (found by reading their modules), then those
 registered (``register_env``) or added by a ``verigym.plugins`` package."""
