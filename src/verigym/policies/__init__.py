@@ -1,8 +1,10 @@
 """verigym.policies: the ``Policy`` protocol, its implementations, and one way to name a model.
 
 - ``ModelSpec`` / ``make_policy`` (``spec``): a model named the same way everywhere (a local path, a
-  catalogue name, a Hub name, or served URLs with their key, concurrency, timeout and transport),
-  turned into a policy by one factory.
+  catalogue name, a Hub name, or served URLs with their key, concurrency, timeout and transport; an
+  in-process model's dtype, device, tool-call format and batching limit), turned into a policy by one
+  factory (``open_model``; ``load_weights`` for training's bare weights). ``ModelSpecError`` is a
+  model that does not open, naming the field.
 - ``OpenAIPolicy`` (``openai``): any OpenAI-compatible server; ``LocalPolicy`` (``local``, the
   in-house inference engine package that ``verigym serve`` shares): a transformers model in-process;
   ``ScriptedPolicy`` (``scripted``): replies from a function.
@@ -14,12 +16,13 @@ policy with a native ``complete_n``) are in ``base``. ``OpenAIPolicy``, ``LocalP
 
 from typing import TYPE_CHECKING
 
-from verigym.policies.base import BatchedPolicy, Policy, PolicyArgs, PolicyError, sample
+from verigym.policies.base import BatchedPolicy, ModelSpecError, Policy, PolicyArgs, PolicyError, sample
 from verigym.policies.spec import (
     MissingApiKey,
     ModelSpec,
     OpenedModel,
     api_key_for,
+    load_weights,
     make_policy,
     open_model,
     served_policy,
@@ -50,6 +53,7 @@ __all__ = [
     "LocalPolicy",
     "MissingApiKey",
     "ModelSpec",
+    "ModelSpecError",
     "OpenAIPolicy",
     "OpenedModel",
     "Policy",
@@ -57,6 +61,7 @@ __all__ = [
     "PolicyError",
     "ScriptedPolicy",
     "api_key_for",
+    "load_weights",
     "make_policy",
     "open_model",
     "sample",
