@@ -262,6 +262,8 @@ def main() -> None:
     ap.add_argument(
         "--kill-after-s", type=float, default=20.0, help="Longest delay before a kill (default 20)."
     )
+    ap.add_argument("--model", help="A model folder for [model] path (default: the tiny model).")
+    ap.add_argument("--no-disk", action="store_true", help="Skip the full-disk episode (large checkpoints).")
     args = ap.parse_args()
     work = args.out.resolve()
     shutil.rmtree(work, ignore_errors=True)
