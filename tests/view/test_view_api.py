@@ -128,6 +128,8 @@ def test_server_lists_runs_pages_samples_and_steps(viewer: str) -> None:
     }
     sources = [m["source"] for m in sample["messages"]]
     assert sources == ["prompt", "prompt", "branch", "model", "env", "model"]
+    # each completion carries its gateway call: the branch is call 1 (auxiliary), the main line 0 then 2
+    assert [m["call"] for m in sample["messages"] if "call" in m] == [1, 0, 2]
     assert sample["tool_schemas"][0]["function"]["name"] == "calc"  # the calc env's own schema
     assert sample["tokens_decoded"] and all(t["text"] is not None for t in sample["messages"][-1]["tokens"])
     status, curves = _get(viewer, "/api/train?run=train")

@@ -245,6 +245,34 @@ def _model_tokenizer(model: str, folder: Path, root: Path) -> Any:
     return None
 
 
+_ON_LINE = ("continue", "prefix_break")  # an agent program's call that goes on with its conversation
+
+
+def _call_numbers(turns: Any, calls: Any) -> list[int]:
+    """The gateway call index of each completion turn, in turn order. An agent program's trajectory
+    holds its branch calls first, then its main conversation's (``agents``' trace): the main line is the
+    lineage of ``continue``/``prefix_break`` calls back from the last call on the root's line, as the
+    trace builds it. Without call labels (or when they do not fit): 0, 1, 2, ... in turn order."""
+    n = sum(t.completion is not None for t in turns)
+    try:
+        labels = {int(c["call"]): (str(c["kind"]), c.get("parent")) for c in calls or ()}
+        root_line: set[int] = set()
+        for index in sorted(labels):
+            kind, parent = labels[index]
+            if kind == "root" or (kind in _ON_LINE and parent in root_line):
+                root_line.add(index)
+        line = [max(root_line)]
+        while labels[line[-1]][1] is not None and labels[line[-1]][0] in _ON_LINE:
+            line.append(int(labels[line[-1]][1]))
+        line.reverse()
+        branches = [i for i in sorted(labels) if i not in line]
+        order = iter(branches + line)
+        out = [next(order) for t in turns if t.completion is not None]
+    except (KeyError, TypeError, ValueError, StopIteration, AttributeError):
+        return list(range(n))
+    return out if len(out) == n and len(labels) == n else list(range(n))
+
+
 def sample_view(line: bytes, folder: Path, root: Path) -> dict[str, Any]:
     """One sample as the page shows it: every message in order with its source, tool calls and the
     completion's per-token logprobs; the grader vector with details; tokens; the agent program's calls."""
@@ -253,8 +281,11 @@ def sample_view(line: bytes, folder: Path, root: Path) -> dict[str, Any]:
     model = run_config(folder).get("model")
     tokenizer = _model_tokenizer(model, folder, root) if isinstance(model, str) and model else None
     messages: list[dict[str, Any]] = [{"source": "prompt", **m.model_dump()} for m in t.prompt]
-    call = 0
+    state = dict(t.state)
+    calls = state.pop("calls", None)
+    numbers = iter(_call_numbers(t.turns, calls))
     for turn in t.turns:
+        call = next(numbers) if turn.completion is not None else None
         for m in turn.messages:
             entry: dict[str, Any] = {"source": turn.source, **m.model_dump()}
             if turn.completion is not None:
@@ -268,9 +299,6 @@ def sample_view(line: bytes, folder: Path, root: Path) -> dict[str, Any]:
                     policy_version=c.policy_version,
                 )
             messages.append(entry)
-        call += turn.completion is not None
-    state = dict(t.state)
-    calls = state.pop("calls", None)
     schemas, why = tool_schemas(folder)
     return {
         "env": record.env,
