@@ -187,3 +187,12 @@ def test_sft_renders_in_the_configured_tool_format(monkeypatch: pytest.MonkeyPat
     messages_row(tok, conversation, tool_format="llama3")
     messages_row(tok, conversation)
     assert seen == ["llama3", "llama3", None, None]  # each turn's prefix and whole, as LocalPolicy renders
+
+
+def test_benchmark_scripts_open_training_models_through_the_public_opener() -> None:
+    import re
+
+    scripts = Path(__file__).resolve().parents[2] / "benchmarks"
+    private = re.compile(r"from verigym\.train\._model import [^\n]*\bload_model\b")
+    offenders = sorted(p.name for p in scripts.glob("*.py") if private.search(p.read_text(encoding="utf-8")))
+    assert offenders == [], "import load_model from verigym.train"
