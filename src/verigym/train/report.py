@@ -100,9 +100,10 @@ def write_report(
     graders = sorted({k for r in rows for k in r if k.startswith("grader/")})
     panels = [*_PANELS[:2], ("Graders (train batch means)", graders), *_PANELS[2:]]
     sft = summary.get("pass_at_1_after_sft")
+    sft_point = float(sft) if isinstance(sft, int | float) and math.isfinite(sft) else math.nan
     for name, keys in panels:
         present = [k for k in keys if _series(rows, k)[1]]
-        held_out = "eval/pass_at_1" in keys and isinstance(sft, int | float) and math.isfinite(sft)
+        held_out = "eval/pass_at_1" in keys and math.isfinite(sft_point)
         if not present and not held_out:
             continue
         fig = figure(5.5, 2.8)
@@ -111,7 +112,7 @@ def write_report(
             xs, ys = _series(rows, k)
             ax.plot(xs, ys, marker="." if len(xs) < 40 else None, label=_label(k))
         if held_out:  # where RL started from: the held-out pass@1 after SFT, at step 0
-            ax.plot([0], [sft], marker="s", color="C1", linestyle="none", label="after SFT")
+            ax.plot([0.0], [sft_point], marker="s", color="C1", linestyle="none", label="after SFT")
             ax.legend(fontsize=7)
         ax.set_title(name)
         ax.set_xlabel("step")
