@@ -3,7 +3,8 @@ with SIGKILL mid-run.
 
 - Two servers behind one client share the sessions; when one dies, its episodes go on on the other
   (re-opened before their first step, replayed and checked after it) and the run ends with every
-  sample scored as the local environment scores it.
+  sample scored as the local environment scores it. The replay is also proven on an episode whose
+  server the policy itself kills right after the episode's first step.
 - The only live server dies: the samples it had end as errors naming it (never zeros); with a server
   up again, ``--resume`` finishes the run with the local scores.
 - A full server (``--max-sessions``) answers 429 with ``Retry-After``: the client waits, nothing errors.
@@ -129,11 +130,47 @@ def test_a_server_killed_mid_run_hands_its_sessions_to_the_other(
                 kill(proc)
     assert box["run"].summary["n_errors"] == 0
     assert rewards(tmp_path / "run" / "results.jsonl") == local_rewards
-    assert env.pool.stats["server_failures"] >= 1 and env.pool.stats["failover"] >= 1  # type: ignore[attr-defined]
+    assert env.pool.stats["server_failures"] >= 1  # type: ignore[attr-defined]
     moved = [
         r for r in load_records(tmp_path / "run" / "results.jsonl") if r.trajectory.state.get("failovers")
     ]
     assert all(r.trajectory.state["server"] == f"http://127.0.0.1:{ports[1]}" for r in moved)
+
+
+def test_an_episode_whose_server_dies_after_a_step_is_replayed_on_the_other(
+    tmp_path: Path, local_rewards: dict[tuple[str, int], float | None]
+) -> None:
+    ports = free_port(), free_port()
+    procs = {f"http://127.0.0.1:{p}": spawn(p) for p in ports}
+    env = load_env(",".join(procs))
+    solver = slow_solver(0.0)
+    killed: list[str] = []
+
+    def kill_then_answer(messages: Sequence[Message]) -> Reply:
+        if messages[-1].role == "tool" and not killed:  # the episode's first step is on its server
+            (url,) = [s.url for s in env.pool.servers if s.open == 1]  # type: ignore[attr-defined]
+            kill(procs[url])
+            killed.append(url)
+        return solver._fn(messages)  # type: ignore[return-value]
+
+    try:
+        run = verigym.evaluate(
+            env, ScriptedPolicy(kill_then_answer), out=tmp_path / "run", **{**OPTIONS, "concurrency": 1}
+        )
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                kill(proc)
+    assert run.summary["n_errors"] == 0 and rewards(tmp_path / "run" / "results.jsonl") == local_rewards
+    (moved,) = [
+        r for r in load_records(tmp_path / "run" / "results.jsonl") if r.trajectory.state.get("failovers")
+    ]
+    assert moved.trajectory.state["failovers"] == 1 and moved.trajectory.state["server"] != killed[0]
+    assert [t.source for t in moved.trajectory.turns] == [
+        "model",
+        "env",
+        "model",
+    ]  # the replay is not recorded twice
 
 
 def test_the_only_server_killed_mid_run_errors_then_resume_finishes(

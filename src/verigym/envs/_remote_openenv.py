@@ -192,7 +192,8 @@ class OpenEnvSession:
                 max_size=MAX_MESSAGE_BYTES,
                 compression=None,
                 proxy=None,
-                ping_interval=None,
+                ping_interval=20.0,  # a connection the server stopped reading is found within ~40 s
+                ping_timeout=20.0,
             )
         except InvalidStatus as exc:
             code = exc.response.status_code

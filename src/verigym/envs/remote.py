@@ -20,9 +20,9 @@ with the fewest open sessions. **Failures**: a server that is full (429 + ``Retr
 ``CAPACITY_REACHED``) is waited on (its ``Retry-After``) or skipped for another, up to ``full_wait_s``.
 A server that fails before the episode's first step is replaced by another at once (nothing was
 applied). After a step, a failure is retried elsewhere only by replay (``replay=True``, the default):
-a fresh session of the same task on another server gets the episode's steps again, and each answer
-must match the one recorded, else the sample errors; the dead server's copy of the episode is gone
-with it. An unrecoverable failure is an errored sample (``kind="env_server"``, the server and reason),
+a fresh session of the same task on another server (the same server when no other answers: a
+connection that dropped while its server lives) gets the episode's steps again, and each answer must
+match the one recorded, else the sample errors; the failed session is closed and not used again. An unrecoverable failure is an errored sample (``kind="env_server"``, the server and reason),
 never a zero; ``verigym eval --resume`` reruns it.
 """
 
@@ -248,8 +248,11 @@ class RemoteEnv(Environment):
         self.pool.stats["failover"] += 1
         try:
             fresh, obs = await self._open(task, sampling, {session.server.url})
-        except ServerGone as exc:
-            raise ServerGone(f"{session.label} failed ({reason}), and {exc}") from None
+        except ServerGone:
+            try:  # no other server: the same one, whose connection may have dropped while it lives on
+                fresh, obs = await self._open(task, sampling, set())
+            except ServerGone as exc:
+                raise ServerGone(f"{session.label} failed ({reason}), and {exc}") from None
         try:
             if _view(obs) != _view(first):
                 raise RemoteError(f"{fresh.label} opened the task with another prompt")
