@@ -69,10 +69,12 @@ def write_config(path: Path, steps: int, seed: int, model: str | None = None) ->
         'out_dir = "unused"\n'
         + (f'[model]\npath = "{model}"\n' if model else "")
         + f'[[envs]]\nname = "{ENV}:BurstEnv"\nargs = {{ level = 1, burst_from = 3, burst_to = 6 }}\n'
-        "[sampling]\nmax_tokens = 4\n"
+        f"[sampling]\nmax_tokens = {16 if model else 4}\n"
         "[sft]\ndemos = 16\nmax_steps = 3\nbatch_size = 8\n"
-        f"[rl]\nsteps = {steps}\ngroups_per_step = 2\ngroup_size = 4\nkl_beta = 0.1\n"
-        "[eval]\ntasks = 4\n"
+        + ("lr = 1e-5\n" if model else "")  # a real model: its own learning rates, not the tiny model's
+        + f"[rl]\nsteps = {steps}\ngroups_per_step = 2\ngroup_size = 4\nkl_beta = 0.1\n"
+        + ("lr = 1e-6\n" if model else "")
+        + "[eval]\ntasks = 4\n"
         "[logging]\nreport = false\ncheckpoint_every = 1\n"
     )
     return path
