@@ -196,3 +196,13 @@ def test_benchmark_scripts_open_training_models_through_the_public_opener() -> N
     private = re.compile(r"from verigym\.train\._model import [^\n]*\bload_model\b")
     offenders = sorted(p.name for p in scripts.glob("*.py") if private.search(p.read_text(encoding="utf-8")))
     assert offenders == [], "import load_model from verigym.train"
+
+
+async def test_the_async_sampler_samples_in_the_trainers_tool_format() -> None:
+    from verigym.scale.sampler import InProcessSampler
+
+    weights = load_weights(ModelSpec(), seed=0)
+    sampler = InProcessSampler(tool_format="llama3")
+    await sampler.start(weights.model, weights.tokenizer, version=3)
+    assert sampler.policy.tool_format == "llama3" and sampler.version == 3  # type: ignore[attr-defined]
+    await sampler.aclose()

@@ -59,7 +59,7 @@ class AsyncRLTrainer(RLTrainer):
             raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
         self.max_staleness = max_staleness
         self.correction = correction or Correction(sc.tis_cap, sc.mask_threshold, sc.correct_fresh)
-        self.sampler: Sampler = sampler or InProcessSampler()
+        self.sampler: Sampler = sampler or InProcessSampler(tool_format=cfg.model.tool_format)
 
     # ---- the consumer ------------------------------------------------------------------------------
 

@@ -49,8 +49,9 @@ class InProcessSampler:
     a memory copy of what changed.
     """
 
-    def __init__(self, name: str = "policy") -> None:
+    def __init__(self, name: str = "policy", *, tool_format: str | None = None) -> None:
         self.name = name
+        self.tool_format = tool_format  # the trainer's (``[model] tool_format``; None: the tokenizer's)
         self._policy: Any = None
         self._pending: tuple[int, dict[str, Any]] | None = None
 
@@ -71,7 +72,7 @@ class InProcessSampler:
         # requires_grad stays as it is: freezing changes CPU kernels' float round-off, and with
         # max_staleness 0 the samples must match the synchronous loop's to the bit
         clone = copy.deepcopy(model).eval()
-        self._policy = LocalPolicy(clone, tokenizer, name=self.name)
+        self._policy = LocalPolicy(clone, tokenizer, name=self.name, tool_format=self.tool_format)
         self._policy.version = version
 
     async def publish(self, model: Any, version: int) -> None:
