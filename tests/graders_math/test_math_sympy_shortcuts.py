@@ -1,8 +1,10 @@
-"""Shortcuts of the full check that skip slow sympy calls must give what those calls give.
+"""Shortcuts that skip slow work must give what that work gives.
 
 ``_values._abs_piece`` reads ``|c1 x + c0| op c`` as an interval or two rays instead of calling
 ``solveset`` (30-100 ms on ``Abs``); the sets must be the ones ``solveset`` returns, so every
-verdict built on them stays the same.
+verdict built on them stays the same. The modes ``with_units`` and ``exact_decimal:N`` are
+decided in the calling process where they can be (``_equivalence._fast``), with the full check's
+verdict, reason and extracted answer.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import sys
 import pytest
 import sympy
 
-from verigym.graders.math import check_equivalent
+from verigym.graders.math import _equivalence, check_equivalent
+from verigym.graders.math._sympy_path._check import check
 from verigym.graders.math._sympy_path._values import _OPS, _abs_piece
 from verigym.graders.math._sympy_path._worker import _preload
 
@@ -77,3 +80,39 @@ def test_absolute_value_inequalities_in_the_full_check(gold: str, pred: str, acc
 def test_worker_preloads_what_simplify_imports_on_first_use() -> None:
     _preload()
     assert "sympy.physics.units" in sys.modules
+
+
+_UNITS = [
+    ("5 \\text{ cm}", "5 \\text{ cm}"),
+    ("5 \\text{ cm}", "5"),
+    ("5 \\text{ cm}", "5 \\text{ m}"),
+    ("5 \\text{ cm}", "6 \\text{ cm}"),
+    ("25\\%", "25"),
+    ("25\\%", "25\\%"),
+    ("90^\\circ", "90"),
+    ("90^\\circ", "90^{\\circ}"),
+    ("3 \\text{ hours}", "The answer is $\\boxed{3\\text{ hours}}$."),
+    ("7", "7 \\text{ apples}"),
+]
+
+
+@pytest.mark.parametrize(("gold", "pred"), _UNITS)
+def test_with_units_in_process_is_the_full_check(gold: str, pred: str) -> None:
+    fast = _equivalence._fast((gold, pred, "with_units", None))
+    assert fast is not None
+    assert fast == check(gold, pred, "with_units")
+
+
+@pytest.mark.parametrize("gold", ["2.25", "\\frac{1}{3}", "-\\frac{5}{8}", "1/7", "0.045"])
+@pytest.mark.parametrize("pred", ["2.25", "2.3", "0.33", "0.333", "-0.63", "0.14", "0.05", "0.04", "3"])
+@pytest.mark.parametrize("places", [0, 2])
+def test_exact_decimal_in_process_is_the_full_check(gold: str, pred: str, places: int) -> None:
+    mode = f"exact_decimal:{places}"
+    fast = _equivalence._fast((gold, pred, mode, None))
+    assert fast is not None
+    assert fast == check(gold, pred, mode)
+
+
+@pytest.mark.parametrize(("gold", "pred"), [("\\pi", "3.14"), ("1,000", "1000.00"), ("2.25", "2.3 cm")])
+def test_exact_decimal_leaves_the_rest_to_the_full_check(gold: str, pred: str) -> None:
+    assert _equivalence._fast((gold, pred, "exact_decimal:2", None)) is None

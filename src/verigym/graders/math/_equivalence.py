@@ -47,6 +47,7 @@ from typing import Any
 from verigym.graders.families import GraderFamily
 from verigym.graders.math._demanded._forms import clear_form_caches, decide_in_form
 from verigym.graders.math._demanded._rounding import fast_round
+from verigym.graders.math._exact_path._exactnum import exact_decimal_decide
 from verigym.graders.math._exact_path._rational import clear_fast_caches, fast_decide
 from verigym.graders.math._exact_path._text import text_decide
 from verigym.graders.math._float_path._sampled import clear_sampled_caches, sampled_decide
@@ -54,6 +55,7 @@ from verigym.graders.math._shared._extract import extract, strip_math_delims
 from verigym.graders.math._shared._mode import parse_mode
 from verigym.graders.math._shared._norm import repair
 from verigym.graders.math._shared._rules import Answers, Verdict, clear_rule_caches, fast_answers
+from verigym.graders.math._shared._units import units_match
 from verigym.graders.math._sympy_path._worker import CheckCrashed, CheckTimeout, default_pool
 from verigym.rubric import Grader
 from verigym.types import Grade, Task, Trajectory
@@ -140,12 +142,14 @@ def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None
     answers extracted once."""
     gold, pred, mode, question = args
     try:
-        if parse_mode(mode)[0] not in ("equivalent", "simplest_form"):
-            return None
+        kind, places = parse_mode(mode)
         ans = fast_answers(gold, pred, "equivalent", question)
         if not isinstance(ans, Answers):
             return ans
-        return decide_in_form(ans, mode, question, _in_process, rounder=fast_round, strict=True)
+        if kind == "exact_decimal" and places is not None:  # no demanded forms: the mode decides
+            return exact_decimal_decide(ans, places)
+        decide = _with_units if kind == "with_units" else _in_process
+        return decide_in_form(ans, mode, question, decide, rounder=fast_round, strict=True)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
         return None
 
@@ -154,6 +158,18 @@ def _in_process(ans: Answers) -> Verdict | None:
     hit = fast_decide(ans)
     hit = hit if hit is not None else sampled_decide(ans)
     return hit if hit is not None else text_decide(ans)
+
+
+def _with_units(ans: Answers) -> Verdict | None:
+    """``with_units`` as the full check applies it (``_check._compare``): the value compared as in
+    ``equivalent``, then, for an answer found equivalent, the reference's unit, percent and degree
+    signs required of the answer it compared."""
+    hit = _in_process(ans)
+    if hit is None or not hit[0] or hit[1] != "equivalent":
+        return hit  # rejections, and "same text as the reference", come before the unit rule
+    answer = hit[2] if hit[2] is not None else ans.answer
+    ok, why = units_match(ans.gold, answer)
+    return hit if ok else (False, why, answer)
 
 
 def _full_check(

@@ -5,13 +5,14 @@ equal values, decimals as roundings or truncations, percent readings), for the e
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
-from verigym.graders.math._shared._rules import Written, decimal_match, digits
+from verigym.graders.math._shared._rules import Answers, Verdict, Written, decimal_match, digits
 
-__all__ = ["Defer", "Num", "literal", "scalar_eq"]
+__all__ = ["Defer", "Num", "exact_decimal_decide", "literal", "scalar_eq"]
 
 
 class Defer(Exception):
@@ -94,3 +95,40 @@ def scalar_eq(g: Num, p: Num) -> bool:
     if p.percent and not g.percent:
         preads.append(_hundredth(p))
     return any(_const_eq(a, b) for a, b in product(greads, preads))
+
+
+_PLAIN = re.compile(r"-?\d+(?:\.\d+)?")
+_RATIO = re.compile(r"(-?)(?:\\[dt]?frac\{(\d+)\}\{(\d+)\}|(\d+)/(\d+))")
+_SMALL = 10**12  # denominators, magnitudes and places far from the 60 digits the full check uses
+
+
+def exact_decimal_decide(ans: Answers, places: int) -> Verdict | None:
+    """Mode ``exact_decimal:N`` as the full check decides it (``_check._exact_decimal``) for a
+    reference written as a decimal or a fraction of integers and an answer written as a plain
+    decimal: written with exactly ``places`` decimals, and equal to the reference rounded half up
+    there. The full check rounds the reference's 60-digit value; for a rational with a small
+    denominator that is the exact value's rounding (ties are exact at 60 digits, and every other
+    value is farther from a tie than 60 digits can blur). None for anything else."""
+    answer = ans.answer.strip()
+    if ans.boxes > 1 or not _PLAIN.fullmatch(answer) or places > 12:
+        return None
+    gold = ans.gold.strip()
+    if _PLAIN.fullmatch(gold):
+        exact = Fraction(gold)
+    else:
+        m = _RATIO.fullmatch(gold)
+        if m is None:
+            return None
+        num, den = (m[2], m[3]) if m[2] else (m[4], m[5])
+        if int(den) == 0:
+            return None
+        exact = Fraction(int(num), int(den)) * (-1 if m[1] else 1)
+    if exact.denominator > _SMALL or abs(exact) > _SMALL:
+        return None
+    if not re.fullmatch(r"-?\d+" + (rf"\.\d{{{places}}}" if places else ""), answer):
+        return False, f"not written with exactly {places} decimal places", ans.answer
+    scaled = exact * 10**places
+    rounded = (scaled.numerator * 2 + scaled.denominator) // (2 * scaled.denominator)  # half up
+    if Fraction(answer) * 10**places != rounded:
+        return False, f"not the reference rounded to {places} places", ans.answer
+    return True, "the reference rounded to the required places", ans.answer
