@@ -17,11 +17,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+import aiohttp
 
 from verigym.envs._remote_wire import (
+    TRANSPORT_ERRORS,
     Obs,
     RemoteError,
     ServerFull,
@@ -46,7 +45,7 @@ MAX_MESSAGE_BYTES = 100 * 2**20  # openenv's client allows 100 MB messages too
 class OpenEnvWire:
     """What every OpenEnv session of one remote environment shares."""
 
-    client: httpx.AsyncClient
+    client: aiohttp.ClientSession
     headers: dict[str, str]
     verigym: bool  # the server speaks docs/envserver.md (messages, tools, score)
     action_field: str | None  # a foreign server: the action's one string field (None: the reply is JSON)
@@ -131,7 +130,7 @@ class OpenEnvSession:
     def __init__(self, wire: OpenEnvWire, server: _Server) -> None:
         self.wire, self.server = wire, server
         self.steps_sent = 0
-        self._ws: ClientConnection | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._sid: str | None = None
         self._http = wire.transport == "http"
 
@@ -169,15 +168,16 @@ class OpenEnvSession:
     async def close(self) -> None:
         ws, self._ws = self._ws, None
         if ws is not None:
-            with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
-                await asyncio.wait_for(ws.send(json.dumps({"type": "close"})), 2.0)
-            with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
+            with contextlib.suppress(*TRANSPORT_ERRORS, RuntimeError):
+                await asyncio.wait_for(ws.send_str(json.dumps({"type": "close"})), 2.0)
+            with contextlib.suppress(*TRANSPORT_ERRORS, RuntimeError):
                 await asyncio.wait_for(ws.close(), 2.0)
         elif self._http and self._sid is not None:
             # verigym's HTTP sessions end on DELETE (an idle one is reaped anyway)
-            with contextlib.suppress(httpx.HTTPError, OSError):
-                await self.wire.client.delete(
-                    f"{self.server.url}/sessions/{self._sid}", headers=self.wire.headers, timeout=2.0
+            with contextlib.suppress(ServerGone, RemoteError, ServerFull):
+                url = f"{self.server.url}/sessions/{self._sid}"
+                await request(
+                    self.wire.client, "DELETE", url, "DELETE", headers=self.wire.headers, timeout=2.0
                 )
 
     # ---- WebSocket -------------------------------------------------------------------------------
@@ -185,18 +185,18 @@ class OpenEnvSession:
     async def _ws_open(self, fields: dict[str, Any]) -> Obs:
         url = "ws" + self.server.url[len("http") :] + "/ws"
         try:
-            self._ws = await connect(
-                url,
-                additional_headers=self.wire.headers,
-                open_timeout=self.wire.open_timeout_s,
-                max_size=MAX_MESSAGE_BYTES,
-                compression=None,
-                proxy=None,
-                ping_interval=20.0,  # a connection the server stopped reading is found within ~40 s
-                ping_timeout=20.0,
+            self._ws = await asyncio.wait_for(
+                self.wire.client.ws_connect(
+                    url,
+                    headers=self.wire.headers,
+                    max_msg_size=MAX_MESSAGE_BYTES,
+                    heartbeat=20.0,  # a connection the server stopped reading is found within ~30 s
+                    timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
+                ),
+                self.wire.open_timeout_s,
             )
-        except InvalidStatus as exc:
-            code = exc.response.status_code
+        except aiohttp.WSServerHandshakeError as exc:
+            code = exc.status
             if code in (404, 405, 426):
                 raise _NoWebSocket(f"{url}: no WebSocket (HTTP {code})") from None
             if code == 429:
@@ -204,7 +204,7 @@ class OpenEnvSession:
             if code >= 500:
                 raise ServerGone(f"WS /ws: HTTP {code}") from None
             raise RemoteError(f"WS /ws: HTTP {code} (a wrong or missing --env-arg api_key_env?)") from None
-        except (OSError, TimeoutError, WebSocketException) as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ServerGone(f"WS /ws: {describe(exc)}") from None
         return await self._ws_call({"type": "reset", "data": fields}, "reset", self.wire.open_timeout_s)
 
@@ -212,18 +212,22 @@ class OpenEnvSession:
         ws = self._ws
         if ws is None:
             raise RemoteError(f"{what}: the session is closed")
-        with contextlib.suppress(ConnectionClosed):  # a frame sent before the close is still read below
-            await ws.send(json.dumps(message))
+        with contextlib.suppress(
+            *TRANSPORT_ERRORS, RuntimeError
+        ):  # a frame sent before a close is read below
+            await ws.send_str(json.dumps(message))
         try:
-            raw = await asyncio.wait_for(ws.recv(), timeout)
+            frame = await ws.receive(timeout=timeout)
         except TimeoutError:
             raise ServerGone(f"{what}: no answer in {timeout:g}s") from None
-        except ConnectionClosed as exc:
-            raise ServerGone(f"{what}: the connection closed ({describe(exc)})") from None
-        except OSError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ServerGone(f"{what}: {describe(exc)}") from None
+        if frame.type != aiohttp.WSMsgType.TEXT:
+            error = ws.exception()
+            cause = describe(error) if error is not None else f"{frame.type.name}, code {ws.close_code}"
+            raise ServerGone(f"{what}: the connection closed ({cause})")
         try:
-            answer = json.loads(raw)
+            answer = json.loads(frame.data)
         except ValueError:
             raise ServerGone(f"{what}: the answer is not JSON") from None
         kind = answer.get("type") if isinstance(answer, dict) else None

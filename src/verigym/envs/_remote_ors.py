@@ -17,11 +17,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from verigym.envs._remote_wire import (
     Obs,
     RemoteError,
+    ServerFull,
     ServerGone,
     _Server,
     as_dict,
@@ -42,7 +43,7 @@ ANSWER_TOOLS = ("answer", "final_answer")
 class OrsWire:
     """What every ORS session of one remote environment shares."""
 
-    client: httpx.AsyncClient
+    client: aiohttp.ClientSession
     headers: dict[str, str]
     env: str  # the environment's name on the server
     verigym: bool  # the server is a verigym env-server (its ``answer`` tool takes plain replies)
@@ -189,7 +190,7 @@ class OrsSession:
                     f"POST /call {name}",
                     json=body,
                     headers={**self._headers, "Accept": "text/event-stream"},
-                    timeout=httpx.Timeout(self.wire.step_timeout_s, connect=self.wire.open_timeout_s),
+                    timeout=self.wire.step_timeout_s,
                 ):
                     if event == "task_id":
                         body["task_id"] = data.strip()
@@ -212,14 +213,28 @@ class OrsSession:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ping
         if self._created:
-            with contextlib.suppress(httpx.HTTPError, OSError):
-                await self.wire.client.post(self._url("/delete"), headers=self._headers, timeout=2.0)
+            with contextlib.suppress(ServerGone, RemoteError, ServerFull):
+                await request(
+                    self.wire.client,
+                    "POST",
+                    self._url("/delete"),
+                    "POST /delete",
+                    headers=self._headers,
+                    timeout=2.0,
+                )
 
     async def _pinger(self) -> None:
         while True:
             await asyncio.sleep(self.wire.ping_s)
-            with contextlib.suppress(httpx.HTTPError, OSError):
-                await self.wire.client.post(self._url("/ping"), headers=self._headers, timeout=5.0)
+            with contextlib.suppress(ServerGone, RemoteError, ServerFull):
+                await request(
+                    self.wire.client,
+                    "POST",
+                    self._url("/ping"),
+                    "POST /ping",
+                    headers=self._headers,
+                    timeout=5.0,
+                )
 
 
 def _json_object(text: str, name: str) -> dict[str, Any]:

@@ -20,12 +20,12 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 
 from verigym.types import ErrorInfo, Grade, Message
 
@@ -99,7 +99,7 @@ def parse_addresses(name: str) -> tuple[str | None, list[str]]:
     return (forced.pop() if forced else None), urls
 
 
-def retry_after(headers: httpx.Headers | dict[str, str], default: float = 1.0) -> float:
+def retry_after(headers: Mapping[str, str], default: float = 1.0) -> float:
     """Seconds to wait from a ``Retry-After`` header (seconds only; an HTTP date or junk: ``default``)."""
     value = headers.get("retry-after") or headers.get("Retry-After")
     try:
@@ -109,8 +109,30 @@ def retry_after(headers: httpx.Headers | dict[str, str], default: float = 1.0) -
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def _detail(response: httpx.Response) -> str:
-    text = response.text
+@dataclass(frozen=True)
+class Reply:
+    """A whole HTTP answer (the async client's calls read the body before returning)."""
+
+    status: int
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise ServerGone(f"HTTP {self.status}: the answer is not JSON: {self.text[:120]!r}") from None
+
+
+def _detail(text: str) -> str:
     try:
         body = json.loads(text)
     except ValueError:
@@ -121,15 +143,14 @@ def _detail(response: httpx.Response) -> str:
     return " ".join(detail.split())[:300]
 
 
-def check(response: httpx.Response, what: str) -> httpx.Response:
-    """``response`` when it is a 2xx, else the typed failure (``what`` names the call)."""
-    if response.is_success:
-        return response
-    code = response.status_code
-    message = f"{what}: HTTP {code}: {_detail(response)}"
-    if code == 429:
-        raise ServerFull(message, retry_after(response.headers))
-    if code >= 500:
+def check(status: int, headers: Mapping[str, str], text: str, what: str) -> None:
+    """Nothing for a 2xx, else the typed failure (``what`` names the call)."""
+    if 200 <= status < 300:
+        return
+    message = f"{what}: HTTP {status}: {_detail(text)}"
+    if status == 429:
+        raise ServerFull(message, retry_after(headers))
+    if status >= 500:
         raise ServerGone(message)
     raise RemoteError(message)
 
@@ -140,28 +161,40 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, TimeoutError)
+
+
 async def request(
-    client: httpx.AsyncClient, method: str, url: str, what: str, **kwargs: Any
-) -> httpx.Response:
-    """One HTTP call, its failures typed (a transport error is ``ServerGone``)."""
+    client: aiohttp.ClientSession, method: str, url: str, what: str, *, timeout: float, **kwargs: Any
+) -> Reply:
+    """One HTTP call, its failures typed (a transport error or timeout is ``ServerGone``)."""
     try:
-        response = await client.request(method, url, **kwargs)
-    except (httpx.TransportError, OSError) as exc:
+        async with client.request(
+            method, url, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs
+        ) as response:
+            body = await response.read()
+            headers = {k.lower(): v for k, v in response.headers.items()}
+    except TRANSPORT_ERRORS as exc:
         raise ServerGone(f"{what}: {describe(exc)}") from None
-    return check(response, what)
+    reply = Reply(response.status, headers, body)
+    check(reply.status, headers, reply.text, what)
+    return reply
 
 
 async def sse_events(
-    client: httpx.AsyncClient, url: str, what: str, **kwargs: Any
+    client: aiohttp.ClientSession, url: str, what: str, *, timeout: float, **kwargs: Any
 ) -> AsyncIterator[tuple[str, str]]:
-    """The ``(event, data)`` pairs of a server-sent-events answer to a POST."""
+    """The ``(event, data)`` pairs of a server-sent-events answer to a POST (``timeout``: the longest
+    silence between two reads)."""
     try:
-        async with client.stream("POST", url, **kwargs) as response:
-            if not response.is_success:
-                await response.aread()
-                check(response, what)
+        limits = aiohttp.ClientTimeout(total=None, sock_read=timeout)
+        async with client.post(url, timeout=limits, **kwargs) as response:
+            if not 200 <= response.status < 300:
+                text = await response.text()
+                check(response.status, {k.lower(): v for k, v in response.headers.items()}, text, what)
             event, data = "", list[str]()
-            async for line in response.aiter_lines():
+            async for raw in response.content:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if not line:
                     if event or data:
                         yield event or "message", "\n".join(data)
@@ -177,7 +210,7 @@ async def sse_events(
                         data.append(value)
             if event or data:
                 yield event or "message", "\n".join(data)
-    except (httpx.TransportError, OSError) as exc:
+    except TRANSPORT_ERRORS as exc:
         raise ServerGone(f"{what}: {describe(exc)}") from None
 
 

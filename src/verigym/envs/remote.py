@@ -31,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from verigym.envs._remote_meta import Probe, ServerRubric, list_tasks, probe
 from verigym.envs._remote_openenv import OpenEnvSession, OpenEnvWire
@@ -116,7 +117,7 @@ class RemoteEnv(Environment):
         self.action_field = action_field or self.info.action_field
         self.name = f"{self.info.env or 'remote'}@{urls[0]}" + (f"+{len(urls) - 1}" if len(urls) > 1 else "")
         self.description = self.info.description or f"an environment served at {', '.join(urls)}"
-        self._clients: dict[int, httpx.AsyncClient] = {}
+        self._clients: dict[int, _Client] = {}  # by event loop
 
     # ---- tasks -----------------------------------------------------------------------------------
 
@@ -127,20 +128,36 @@ class RemoteEnv(Environment):
 
     # ---- clients ---------------------------------------------------------------------------------
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> aiohttp.ClientSession:
+        """This event loop's HTTP client, shared by the loop's rollouts (made by the first, closed by the
+        last to end: a trainer that runs each step in a new loop leaves no client open)."""
         loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None or client.is_closed:
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
-            client = self._clients[id(loop)] = httpx.AsyncClient(limits=limits, trust_env=False)
-        return client
+        entry = self._clients.get(id(loop))
+        if entry is None or entry.session.closed:
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+            entry = self._clients[id(loop)] = _Client(
+                aiohttp.ClientSession(connector=connector, trust_env=False)
+            )
+        return entry.session
+
+    def _enter(self) -> None:
+        self._client()
+        self._clients[id(asyncio.get_running_loop())].users += 1
+
+    async def _leave(self) -> None:
+        key = id(asyncio.get_running_loop())
+        entry = self._clients.get(key)
+        if entry is not None:
+            entry.users -= 1
+            if entry.users <= 0:
+                del self._clients[key]
+                await entry.session.close()
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP client (``verigym.evaluate`` calls it at the end of a run)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.pop(id(loop), None)
-        if client is not None:
-            await client.aclose()
+        entry = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if entry is not None:
+            await entry.session.close()
 
     def _session(self, server: Any) -> Session:
         client = self._client()
@@ -274,6 +291,7 @@ class RemoteEnv(Environment):
         start = time.perf_counter()
         state: dict[str, Any] = {"protocol": self.protocol}
         session: Session | None = None
+        self._enter()
         try:
             session, first = await self._open(task, sampling, set())
             await self._episode(task, policy, sampling, trajectory, state, session, first)
@@ -287,6 +305,7 @@ class RemoteEnv(Environment):
             session = state.pop("_session", session)
             if session is not None:
                 await self._close(session)
+            await self._leave()
         trajectory.wall_s = time.perf_counter() - start
         trajectory.state = state
         return trajectory
@@ -348,6 +367,12 @@ class RemoteEnv(Environment):
                 for k, g in (obs.grades or {}).items()
             },
         )
+
+
+@dataclass
+class _Client:
+    session: aiohttp.ClientSession
+    users: int = 0
 
 
 _STOPS = ("done", "max_turns", "max_tokens", "length", "timeout", "error", "truncated")
