@@ -207,6 +207,9 @@ def clear_caches() -> None:
             cached = getattr(module, fn, None)
             if cached is not None and hasattr(cached, "cache_clear"):
                 cached.cache_clear()
+        clear = getattr(module, "clear_value_caches", None)
+        if clear is not None:  # the in-process full check (timeout=None) keeps the chains' sets
+            clear()
     default_pool().clear_caches()
 
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -227,21 +227,32 @@ def _rounding(text: str) -> tuple[int | None, str]:
 
 def clear_form_caches() -> None:
     demanded.cache_clear()
+    _written_why.cache_clear()
+    _items.cache_clear()
+
+
+@functools.lru_cache(maxsize=4096)
+def _written_why(core: str, check: str, places: int) -> str | None:
+    """``check_written`` on one written expression, remembered (a reference's items are checked
+    for every response to it, and common answers recur)."""
+    return check_written(read_written(core), core, check, places)
 
 
 Item = tuple[str, Decor]
 
 
-def _items(s: str) -> list[Item]:
+@functools.lru_cache(maxsize=4096)
+def _items(s: str) -> tuple[Item, ...]:
     """The values an answer is written as: list items, tuple and interval entries, the value side
-    of ``name = value`` and relations, each as (expression, decoration)."""
+    of ``name = value`` and relations, each as (expression, decoration); remembered (a reference
+    is read for every response to it)."""
     s = strip_answer(s)
     if THOUSANDS.fullmatch(s):
-        return [(s.replace(",", "").replace(" ", ""), Decor())]
+        return ((s.replace(",", "").replace(" ", ""), Decor()),)
     out: list[Item] = []
     for part in split_top(list_words(s), (",", ";", " and ", " or ")):
         out += _values(re.sub(r"^(?:and|or)\s+", "", part), 0)
-    return out
+    return tuple(out)
 
 
 def _values(p: str, depth: int) -> list[Item]:
@@ -259,11 +270,11 @@ def _values(p: str, depth: int) -> list[Item]:
     return [(core.strip(), decor) for core, decor in (split_decor(q) for q in sides)]
 
 
-def _decimals_only(items: list[Item]) -> bool:
+def _decimals_only(items: Sequence[Item]) -> bool:
     return bool(items) and all(NUM_RE.match(c) for c, _ in items) and any("." in c for c, _ in items)
 
 
-def _exact_values(items: list[Item]) -> set[Fraction]:
+def _exact_values(items: Sequence[Item]) -> set[Fraction]:
     out: set[Fraction] = set()
     for core, decor in items:
         v = Fraction(core) if NUM_RE.match(core) else exact_number(core)
@@ -272,7 +283,7 @@ def _exact_values(items: list[Item]) -> set[Fraction]:
     return out
 
 
-def _broken(check: str, items: list[Item], places: int, exact: set[Fraction] | None) -> str | None:
+def _broken(check: str, items: Sequence[Item], places: int, exact: set[Fraction] | None) -> str | None:
     for core, decor in items:
         if check == "no_percent":
             if decor.percent:
@@ -284,13 +295,13 @@ def _broken(check: str, items: list[Item], places: int, exact: set[Fraction] | N
                 if v not in exact and not (decor.percent and v / 100 in exact):
                     return f"{core} is a rounded decimal, not the exact value"
             continue
-        why = check_written(read_written(core), core, check, places)
+        why = _written_why(core, check, places)
         if why is not None:
             return why
     return None
 
 
-def _resolve(forms: Forms, gold: list[Item]) -> Forms:
+def _resolve(forms: Forms, gold: Sequence[Item]) -> Forms:
     """Settle conflicting demands: the reference's side wins between rounding and exact forms;
     mixed and not mixed cancel."""
     demands = list(forms.demands)
@@ -373,7 +384,7 @@ def rounded_reason(
 _NUMERIC_COMMANDS = re.compile(r"\\(?:frac|sqrt|pi|cdot|times|div|infty)(?![a-zA-Z])")
 
 
-def _exempt(check: str, gold: list[Item], places: int) -> bool:
+def _exempt(check: str, gold: Sequence[Item], places: int) -> bool:
     """A rule the reference breaks is not enforced; never the exact rule, and a decimal form only
     where the reference is not a number (a number has a decimal form to compare with)."""
     if check == "exact" or _broken(check, gold, places, None) is None:

@@ -26,7 +26,7 @@ from verigym.graders.math._sympy_path._fast import fast_sympy
 
 __all__ = [
     "Eqn", "Group", "Mat", "ParseError", "Rel", "Scalar", "Seq", "SetV", "Text", "Value",
-    "decimal_scalar", "rel_to_set", "to_sympy",
+    "clear_value_caches", "decimal_scalar", "rel_to_set", "to_sympy",
 ]  # fmt: skip
 
 _NC = NormalizationConfig(
@@ -144,13 +144,21 @@ _OPS = {
 
 
 def rel_to_set(r: Rel) -> Any:
-    """An inequality chain in one variable as a sympy set; ``ParseError`` if it is not one."""
+    """An inequality chain in one variable as a sympy set; ``ParseError`` if it is not one.
+
+    Kept per chain over a run (``solveset`` can take 0.1 s on one, and a reference is compared
+    with many answers), except a chain in a function's value (``0 < f(x) < 1``): each of those
+    gets its own unknown, as before."""
     exprs = list(r.exprs)
     calls = [e for e in exprs if isinstance(e, sympy.core.function.AppliedUndef)]
     if len(calls) == 1:  # "0 < f(x) < 1": the unknown is f(x)
         x = sympy.Dummy("u")
         exprs = [x if e == calls[0] else e for e in exprs]
-        r = Rel(tuple(exprs), r.ops)
+        return _chain_set(Rel(tuple(exprs), r.ops))
+    return _kept_chain_set(r)
+
+
+def _chain_set(r: Rel) -> Any:
     syms = set().union(*(e.free_symbols for e in r.exprs))
     if len(syms) != 1:
         raise ParseError("inequality is not in one variable")
@@ -179,6 +187,15 @@ def rel_to_set(r: Rel) -> Any:
                 piece = sympy.solveset(_OPS[op](a, b), x, sympy.S.Reals)
         out = sympy.Intersection(out, piece)
     return out
+
+
+_kept_chain_set = functools.lru_cache(maxsize=1024)(_chain_set)
+
+
+def clear_value_caches() -> None:
+    """Forget the converted expressions and the chains' sets."""
+    to_sympy.cache_clear()
+    _kept_chain_set.cache_clear()
 
 
 _FLIP = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}

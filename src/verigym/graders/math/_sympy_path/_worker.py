@@ -129,12 +129,12 @@ def _clear() -> bool:
     from verigym.graders.math._demanded._forms import clear_form_caches
     from verigym.graders.math._shared._rules import clear_rule_caches
     from verigym.graders.math._sympy_path._parse import parse
-    from verigym.graders.math._sympy_path._values import to_sympy
+    from verigym.graders.math._sympy_path._values import clear_value_caches
 
     clear_rule_caches()
     clear_form_caches()
     parse.cache_clear()
-    to_sympy.cache_clear()
+    clear_value_caches()
     return True
 
 
