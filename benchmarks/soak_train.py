@@ -174,7 +174,10 @@ def kill_round(
             if not (out / "train_config.json").exists():
                 cmd = train_cmd(str(config), "--out", str(out))  # killed before the run was written
             continue
-        bad_exits += proc.returncode != 0
+        if proc.returncode != 0:
+            bad_exits += 1
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr is not None else ""
+            print(f"train exited {proc.returncode}: {err.strip()[-400:]}", file=sys.stderr)
         break
     done = run(cmd)
     finished = done.returncode == 0
