@@ -140,14 +140,14 @@ def test_resume_with_group_graders_redoes_whole_groups(tmp_path: Path) -> None:
 
 
 def test_config_precedence_flags_over_toml_over_defaults(tmp_path: Path) -> None:
-    from verigym._cli.eval_cmd import _resolve
+    from verigym._cli._eval_run import resolve_config
 
     toml = tmp_path / "c.toml"
     toml.write_text(
         'env = "arithmetic"\nnum_tasks = 3\nseed = 5\nbase_url = "http://a/v1"\n[env_args]\nlevel = 2\nops = "+"\n'
     )
     flags = {"num_tasks": 2, "env_args": {"level": 3}, "model": None}
-    config, _ = _resolve(flags, toml, resume=False)
+    config, _ = resolve_config(flags, toml, resume=False)
     assert (config.env, config.num_tasks, config.seed, config.base_url) == (
         "arithmetic",
         2,

@@ -3,7 +3,10 @@
 - ``rejection``: rejection sampling (keep the verified rollouts) and SFT lines (``select_verified``,
   ``write_sft``);
 - ``difficulty``: per-task pass rates and variance ranking (``Profile``, ``rank_by_variance``);
-- ``synthesis``: new tasks from old (rewrites, numeric inversion, SvS variants, tool tasks).
+- ``synthesis``: new tasks from old (rewrites, numeric inversion, SvS variants, tool tasks);
+- ``workflow``: ``verigym profile`` and ``verigym synth`` as library calls, ``profile(env, model, ...)``
+  and ``synthesize(env, model, ...)`` (and ``aprofile``/``asynthesize``): an eval, then its records
+  profiled or kept as SFT data (``ProfileResult``, ``SynthResult``).
 
 Names are imported when first asked for, so ``import verigym.data`` loads nothing but this file.
 """
@@ -25,6 +28,14 @@ if TYPE_CHECKING:
         svs_variants,
         synthesize_tool_tasks,
     )
+    from verigym.data.workflow import (
+        ProfileResult,
+        SynthResult,
+        aprofile,
+        asynthesize,
+        profile,
+        synthesize,
+    )
 
 __getattr__ = lazy_getattr(
     __name__,
@@ -43,22 +54,34 @@ __getattr__ = lazy_getattr(
         "rewrite": ".synthesis",
         "svs_variants": ".synthesis",
         "synthesize_tool_tasks": ".synthesis",
+        "ProfileResult": ".workflow",
+        "SynthResult": ".workflow",
+        "aprofile": ".workflow",
+        "asynthesize": ".workflow",
+        "profile": ".workflow",
+        "synthesize": ".workflow",
     },
 )
 
 __all__ = [
     "REWRITE_PROMPTS",
     "Profile",
+    "ProfileResult",
     "RejectionStats",
     "SolveRate",
+    "SynthResult",
     "TaskStats",
+    "aprofile",
+    "asynthesize",
     "invert_numeric",
     "jaccard",
+    "profile",
     "rank_by_variance",
     "rewrite",
     "select_verified",
     "sft_line",
     "svs_variants",
+    "synthesize",
     "synthesize_tool_tasks",
     "write_sft",
 ]

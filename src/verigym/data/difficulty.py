@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from verigym._files import open_atomic
+from verigym.types import Record
 
 __all__ = ["Profile", "TaskStats", "rank_by_variance"]
 
@@ -42,13 +43,19 @@ class Profile:
     decay: float = 1.0
 
     @classmethod
-    def from_records(cls, records: Iterable[Mapping[str, Any]], *, threshold: float = 1.0) -> Profile:
-        """Estimate from results records (``task_id``, ``score.reward``); errored samples are skipped."""
+    def from_records(
+        cls, records: Iterable[Record | Mapping[str, Any]], *, threshold: float = 1.0
+    ) -> Profile:
+        """Estimate from results records (typed ``Record``s or their JSON form: ``task_id``,
+        ``score.reward``); errored samples (no reward) are skipped."""
         profile = cls()
         for rec in records:
-            reward = (rec.get("score") or {}).get("reward")
+            if isinstance(rec, Record):
+                task_id, reward = rec.task_id, rec.score.reward
+            else:
+                task_id, reward = rec["task_id"], (rec.get("score") or {}).get("reward")
             if reward is not None:
-                profile.observe(str(rec["task_id"]), [reward >= threshold - 1e-9])
+                profile.observe(str(task_id), [reward >= threshold - 1e-9])
         return profile
 
     def observe(self, task_id: str, passed: Sequence[bool]) -> None:

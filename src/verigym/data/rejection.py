@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verigym._files import open_atomic
+from verigym.types import Record
 
 __all__ = ["RejectionStats", "jaccard", "select_verified", "sft_line", "write_sft"]
 
@@ -36,6 +37,11 @@ def jaccard(a: str, b: str, n: int = 3) -> float:
     """Jaccard similarity of the word n-gram sets of two texts."""
     x, y = _ngrams(a, n), _ngrams(b, n)
     return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def _json_form(rec: Record | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A results record as its ``results.jsonl`` line reads (a typed ``Record`` is dumped once)."""
+    return rec.model_dump(mode="json") if isinstance(rec, Record) else rec
 
 
 def _completion_text(rec: Mapping[str, Any]) -> str:
@@ -80,7 +86,7 @@ class RejectionStats:
 
 
 def select_verified(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Record | Mapping[str, Any]],
     *,
     threshold: float = 1.0,
     keep: Keep = "all",
@@ -89,10 +95,11 @@ def select_verified(
 ) -> tuple[list[Mapping[str, Any]], RejectionStats]:
     """Keep records whose reward is ≥ ``threshold``; per task, all of them, the shortest
     first, or a diverse subset (greedy: skip one whose n-gram Jaccard with a kept one exceeds
-    ``max_similarity``). ``per_task`` caps how many are kept per task."""
+    ``max_similarity``). ``per_task`` caps how many are kept per task. ``records`` are typed
+    ``Record``s or their JSON form; the kept ones are returned in JSON form."""
     stats = RejectionStats()
     by_task: dict[str, list[Mapping[str, Any]]] = {}
-    for rec in records:
+    for rec in map(_json_form, records):
         task = str(rec["task_id"])
         reward = (rec.get("score") or {}).get("reward")
         stats.completion_tokens += _completion_tokens(rec)
