@@ -13,7 +13,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.rubric import Grader, Rubric
 from verigym.types import Task, Trajectory
 

@@ -26,7 +26,7 @@ def main() -> None:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from verigym.envs.arithmetic import parse_integer
+    from verigym.envs.builtin.arithmetic import parse_integer
 
     out = Path(job["out"])
 

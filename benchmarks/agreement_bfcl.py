@@ -184,7 +184,7 @@ def _prepare_verigym(
     docs: list[Any], calls: list[dict[str, Any]], answers: list[Any]
 ) -> tuple[Any, Any, Any]:
     """What the bfcl environment holds in ``Task.info`` (safe names) and the calls as parsed."""
-    from verigym.envs.bfcl import safe_name
+    from verigym.envs.builtin.bfcl import safe_name
     from verigym.graders.toolcall import Call
 
     fns = [{**d, "name": safe_name(d["name"])} for d in docs]

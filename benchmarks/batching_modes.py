@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from verigym.envs.ifeval import ifeval_default_path, load_ifeval
+from verigym.envs.builtin.ifeval import ifeval_default_path, load_ifeval
 from verigym.policies.local import LocalPolicy
 from verigym.types import Sampling
 

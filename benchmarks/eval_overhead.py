@@ -123,7 +123,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
 
 # --------------------------------------------------------------------------- the clients
 def prompts(n: int) -> list[str]:
-    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.envs.builtin.arithmetic import ArithmeticEnv
 
     return [t.prompt[-1].content for t in ArithmeticEnv().tasks(n, seed=0)]
 
@@ -186,7 +186,7 @@ def arithmetic_env(async_grader: bool = False, threaded: bool = False) -> Any:
     user's sync grader runs in a worker thread per call (so a slow one can time out without
     stalling the loop); an async one runs on the loop, as verifiers' reward functions do.
     """
-    from verigym.envs.arithmetic import ArithmeticEnv, correct
+    from verigym.envs.builtin.arithmetic import ArithmeticEnv, correct
     from verigym.rubric import Grader, Rubric
 
     env = ArithmeticEnv()

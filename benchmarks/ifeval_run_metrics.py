@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from verigym.envs.ifeval import ifeval_default_path, ifeval_metrics, load_ifeval
+from verigym.envs.builtin.ifeval import ifeval_default_path, ifeval_metrics, load_ifeval
 from verigym.graders.instructions import check_instructions
 
 

@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 def eval_worker(n: int) -> dict[str, float]:
     import asyncio
 
-    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.envs.builtin.arithmetic import ArithmeticEnv
     from verigym.eval.config import EvalConfig
     from verigym.eval.run import evaluate
     from verigym.policies.scripted import ScriptedPolicy

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from verigym.envs.builtin.repo_fix import RepoFixEnv
 from verigym.envs.check import check_env
 from verigym.envs.registry import EnvArgError, load_env
-from verigym.envs.repo_fix import RepoFixEnv
 from verigym.types import Sampling
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "repo_fix_graders.jsonl"
@@ -76,7 +76,7 @@ def test_labeled_suite_every_grader_has_no_false_verdict() -> None:
 
 def test_patch_grader_reads_a_diff_answer() -> None:
     """Single-turn SWE answers: the last ```diff block is the change the patch grader checks."""
-    from verigym.envs._repo_fix_graders import grade_patch
+    from verigym.envs.builtin._repo_fix_graders import grade_patch
     from verigym.types import Message, Task, Trajectory, Turn
 
     task = Task(

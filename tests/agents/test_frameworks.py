@@ -28,7 +28,7 @@ from calc_model import ANSWER, ARGS, INSTRUCTIONS, QUESTION, chat_tool, turn_mes
 
 from verigym.agents import agent_env
 from verigym.envs.base import Environment
-from verigym.envs.calc import CalcEnv, calc
+from verigym.envs.builtin.calc import CalcEnv, calc
 from verigym.envs.registry import load_env
 from verigym.policies.local import LocalPolicy
 from verigym.types import Message, Sampling, Task, Trajectory

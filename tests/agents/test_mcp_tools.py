@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from verigym.agents import agent_env
-from verigym.envs.calc import CalcEnv, calc
+from verigym.envs.builtin.calc import CalcEnv, calc
 from verigym.gateway import Gateway, SessionTools
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.tools import State, Tool

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from verigym.envs.arithmetic import ArithmeticEnv, correct, last_digit, length
+from verigym.envs.builtin.arithmetic import ArithmeticEnv, correct, last_digit, length
 from verigym.rubric import Grader, Penalty, Rubric
 from verigym.types import Message, Task, Trajectory, Turn
 

@@ -149,7 +149,7 @@ def test_the_environment_example_loads_rolls_out_and_grades(tmp_path: Path) -> N
     # found as the registry finds a built-in: the class that sets name = "reverse"
     assert registry._declared(path) == {
         "reverse": registry._Entry(
-            "verigym.envs.reverse:ReverseEnv", "Write a string backwards; exact match."
+            "verigym.envs.builtin.reverse:ReverseEnv", "Write a string backwards; exact match."
         )
     }
     env = load_env(f"{path}:ReverseEnv", size=20)
@@ -161,9 +161,10 @@ def test_the_environment_example_loads_rolls_out_and_grades(tmp_path: Path) -> N
 
 
 def test_built_in_environments_are_found_without_a_table() -> None:
-    """Properties, not a golden list: every class of a public ``verigym.envs`` module that declares
-    ``name = "..."`` is a built-in under that name (no name twice), its target imports to that class,
-    an ``Environment``, described as it says; listing imports none of them."""
+    """Properties, not a golden list: every class of a public ``verigym.envs.builtin`` module that
+    declares ``name = "..."`` is a built-in under that name (no name twice), its target imports to that
+    class, an ``Environment``, described as it says; listing imports none of them. The framework
+    modules of ``verigym.envs`` declare none (the built-ins all live in ``envs/builtin/``)."""
     from verigym.envs.base import Environment
 
     builtins = registry._builtins()
@@ -172,12 +173,14 @@ def test_built_in_environments_are_found_without_a_table() -> None:
     assert registry.ENVS.builtin_names == tuple(builtins) and len(builtins) >= 10
     for name, entry in builtins.items():
         module, _, attr = str(entry.target).partition(":")
-        assert module.startswith("verigym.envs.") and module.count(".") == 2, entry.target
+        assert module.startswith("verigym.envs.builtin.") and module.count(".") == 3, entry.target
         cls = getattr(importlib.import_module(module), attr)
         assert isinstance(cls, type) and issubclass(cls, Environment), entry.target
         assert cls.name == name and list_envs()[name] == entry.description == cls.description
         assert registry._builtin(name) == entry
-    assert type(load_env("arithmetic")).__module__ == "verigym.envs.arithmetic"
+    assert type(load_env("arithmetic")).__module__ == "verigym.envs.builtin.arithmetic"
+    framework = sorted(registry._HERE.parent.glob("[!_]*.py"))
+    assert len(framework) >= 8 and not any(registry._declared(p) for p in framework)
     # listing reads source: no built-in module is imported
     code = (
         "import sys; from verigym.envs.registry import list_envs; names = list_envs(); "

@@ -27,7 +27,7 @@ ALLOWED = {
     "graders/code/_cgroup.py": "cgroup control files (kernel interfaces, not files)",
     "graders/math/_sympy_path/_worker.py": "the worker's duplicated stdout",
     "tools/_mcp.py": "os.devnull as an MCP server's stderr",
-    "envs/_swe_docker.py": "files of a throwaway repository checkout for a test run",
+    "envs/builtin/_swe_docker.py": "files of a throwaway repository checkout for a test run",
     "_cli/collection_cmd.py": "`verigym init` scaffolding a new package (not a run)",
     "policies/tiny.py": "a fresh model folder being created by tiny.create",
     "policies/catalogue.py": "a download's work folder, renamed into place when complete",

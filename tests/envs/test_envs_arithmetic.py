@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verigym.envs.arithmetic import LEVELS, ArithmeticEnv, evaluate, parse_integer
+from verigym.envs.builtin.arithmetic import LEVELS, ArithmeticEnv, evaluate, parse_integer
 from verigym.envs.registry import EnvArgError
 from verigym.types import Message, Sampling, Trajectory, Turn
 

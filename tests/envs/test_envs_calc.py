@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from verigym.envs.calc import CalcEnv, calc
+from verigym.envs.builtin.calc import CalcEnv, calc
 from verigym.envs.check import check_env
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.policies.base import Policy

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 import verigym
 from verigym.cli import app
 from verigym.envs import registry
-from verigym.envs.arithmetic import ArithmeticEnv
 from verigym.envs.base import SingleTurnEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.envs.check import check_env
 from verigym.envs.registry import (
     EnvArgError,
@@ -68,7 +68,7 @@ def clean_registry() -> Any:
 
 
 def test_builtins_load_lazily_by_name() -> None:
-    code = "import sys, verigym; assert 'verigym.envs.registry' not in sys.modules; assert 'verigym.envs.arithmetic' not in sys.modules; e = verigym.load_env('arithmetic', level=2); print(type(e).__name__, e.level)"
+    code = "import sys, verigym; assert 'verigym.envs.registry' not in sys.modules; assert 'verigym.envs.builtin.arithmetic' not in sys.modules; e = verigym.load_env('arithmetic', level=2); print(type(e).__name__, e.level)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ArithmeticEnv 2"
     assert "arithmetic" in list_envs() and list_envs()["arithmetic"].startswith("Integer arithmetic")
@@ -99,22 +99,26 @@ def test_register_env_and_import_specs(tmp_path: Path) -> None:
     register_env("leaky", Leaky)
     assert list_envs()["leaky"] == "Leaks its info."
     assert isinstance(load_env("leaky", leak=False), Leaky)
-    register_env("arith3", "verigym.envs.arithmetic:ArithmeticEnv", "Level three.")
+    register_env("arith3", "verigym.envs.builtin.arithmetic:ArithmeticEnv", "Level three.")
     assert load_env("arith3", level=3).level == 3
     path = tmp_path / "my_env.py"
-    path.write_text("from verigym.envs.arithmetic import ArithmeticEnv\nenv = ArithmeticEnv(level=2)\n")
+    path.write_text(
+        "from verigym.envs.builtin.arithmetic import ArithmeticEnv\nenv = ArithmeticEnv(level=2)\n"
+    )
     env = load_env(f"{path}:env")
     assert isinstance(env, ArithmeticEnv) and env.level == 2
     with pytest.raises(EnvArgError, match="instance and takes no arguments"):
         load_env(f"{path}:env", level=3)
     with pytest.raises(UnknownEnvError, match="has no attribute 'nope'"):
         load_env(f"{path}:nope")
-    assert isinstance(load_env("verigym.envs.arithmetic:ArithmeticEnv"), ArithmeticEnv)
+    assert isinstance(load_env("verigym.envs.builtin.arithmetic:ArithmeticEnv"), ArithmeticEnv)
 
 
 def test_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     eps = [
-        importlib.metadata.EntryPoint("third", "verigym.envs.arithmetic:ArithmeticEnv", "verigym.envs"),
+        importlib.metadata.EntryPoint(
+            "third", "verigym.envs.builtin.arithmetic:ArithmeticEnv", "verigym.envs"
+        ),
         importlib.metadata.EntryPoint("broken", "no_such_pkg:Env", "verigym.envs"),
     ]
 

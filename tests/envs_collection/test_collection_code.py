@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from verigym.envs.builtin.code import PROBLEMS, CodeEnv
 from verigym.envs.check import check_env
-from verigym.envs.code import PROBLEMS, CodeEnv
 from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.types import Message, Trajectory, Turn

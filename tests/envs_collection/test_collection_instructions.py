@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from verigym.envs.builtin.instructions import _GROUPS, INSTRUCTION_TYPES, InstructionsEnv, compose
 from verigym.envs.check import check_env
-from verigym.envs.instructions import _GROUPS, INSTRUCTION_TYPES, InstructionsEnv, compose
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.graders.instructions import INSTRUCTIONS, check_instruction
 from verigym.types import Message, Task, Trajectory, Turn

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from verigym.envs.builtin.json_extract import JsonExtractEnv, make_entity
 from verigym.envs.check import check_env
-from verigym.envs.json_extract import JsonExtractEnv, make_entity
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.types import Message, Trajectory, Turn
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from verigym.envs._math_templates import TEMPLATES, counting, probability
+from verigym.envs.builtin._math_templates import TEMPLATES, counting, probability
+from verigym.envs.builtin.math_problems import MathEnv, load_math_file, python
 from verigym.envs.check import check_env
 from verigym.envs.datasets import DatasetError
-from verigym.envs.math_problems import MathEnv, load_math_file, python
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.types import Message, Sampling, ToolCall, Trajectory, Turn

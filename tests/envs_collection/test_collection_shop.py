@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from verigym.envs.builtin.shop import SHOP_TOOLS, ShopEnv, make_db
 from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
-from verigym.envs.shop import SHOP_TOOLS, ShopEnv, make_db
 from verigym.graders.toolcall import state_hash
 from verigym.policies.scripted import Reply, ScriptedPolicy
 from verigym.types import Message, Sampling, Task, ToolCall

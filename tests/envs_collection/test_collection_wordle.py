@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from verigym.envs.builtin.wordle import WordleEnv, feedback, load_words, parse_guess
 from verigym.envs.check import check_env
 from verigym.envs.registry import EnvArgError, load_env
-from verigym.envs.wordle import WordleEnv, feedback, load_words, parse_guess
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, Sampling
 

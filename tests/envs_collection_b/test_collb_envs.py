@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from verigym.envs.builtin.repo_fix import RepoFixEnv, run_tests_in_sandbox
+from verigym.envs.builtin.rubric_writing import RubricWritingEnv
+from verigym.envs.builtin.search import SearchEnv, build_kb
 from verigym.envs.check import check_env
 from verigym.envs.registry import EnvArgError, load_env
-from verigym.envs.repo_fix import RepoFixEnv, run_tests_in_sandbox
-from verigym.envs.rubric_writing import RubricWritingEnv
-from verigym.envs.search import SearchEnv, build_kb
 from verigym.policies.openai import OpenAIPolicy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, Sampling, Task, ToolCall, Trajectory, Turn

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from verigym.envs.builtin.search import SearchEnv
 from verigym.envs.check import check_env
 from verigym.envs.registry import load_env
-from verigym.envs.search import SearchEnv
 from verigym.envs.tool import with_tool_variant
 from verigym.tools import State, Tool, tool
 from verigym.tools.variants import DISTRACTORS, make_variant

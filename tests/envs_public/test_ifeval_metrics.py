@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 from verigym._cli._eval_show import print_summary
-from verigym.envs.arithmetic import ArithmeticEnv
-from verigym.envs.ifeval import IfevalEnv, ifeval_metrics
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.ifeval import IfevalEnv, ifeval_metrics
 from verigym.eval.config import EvalConfig
 from verigym.eval.run import evaluate
 from verigym.policies.scripted import ScriptedPolicy

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verigym.envs.bfcl import BfclEnv, bfcl_data_dir, load_bfcl, oracle_calls, to_openai_tool
+from verigym.envs.builtin.bfcl import BfclEnv, bfcl_data_dir, load_bfcl, oracle_calls, to_openai_tool
 from verigym.envs.check import check_env
 from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError, load_env

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from verigym.envs.builtin.ifeval import IfevalEnv, load_ifeval
 from verigym.envs.check import check_env
 from verigym.envs.datasets import DatasetError
-from verigym.envs.ifeval import IfevalEnv, load_ifeval
 from verigym.envs.registry import EnvArgError, load_env
 from verigym.graders.instructions import check_instruction, detect_language
 from verigym.policies.scripted import ScriptedPolicy

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from verigym.envs.builtin.rg import extract_answer
 from verigym.envs.check import check_env
 from verigym.envs.dataset_env import DatasetEnv
 from verigym.envs.datasets import from_records
 from verigym.envs.registry import EnvArgError, env_arguments, load_env
-from verigym.envs.rg import extract_answer
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.rubric import Grader, Rubric
 from verigym.types import Sampling, Score

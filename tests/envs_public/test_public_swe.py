@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from verigym.envs._swe_docker import docker_status
+from verigym.envs.builtin._swe_docker import docker_status
+from verigym.envs.builtin.swe_instances import SweInstancesEnv, load_instances
 from verigym.envs.check import check_env
 from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError, load_env
-from verigym.envs.swe_instances import SweInstancesEnv, load_instances
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Sampling, Score
 
@@ -99,7 +99,7 @@ def test_bad_instances_are_one_line_errors(tmp_path: Path) -> None:
 
 def test_docker_runtime_reads_pytest_junit_reports(tmp_path: Path) -> None:
     """The docker path's report reader (the engine itself is not available on CI machines)."""
-    from verigym.envs._swe_docker import _statuses
+    from verigym.envs.builtin._swe_docker import _statuses
 
     report = tmp_path / "junit.xml"
     report.write_text(

@@ -17,7 +17,7 @@ import pytest
 from test_eval_log_format import answer, logprobs, masked_lines, plan
 
 import verigym
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.eval.config import ConfigError, EvalConfig
 from verigym.eval.run import evaluate as run_eval
 from verigym.eval.workflow import EvalEvent, EvalSetupError

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.eval.config import EvalConfig
 from verigym.eval.run import evaluate
 from verigym.policies.openai import OpenAIPolicy

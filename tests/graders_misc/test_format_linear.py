@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from verigym.envs.arithmetic import parse_integer
+from verigym.envs.builtin.arithmetic import parse_integer
 from verigym.graders import format as fmt
 from verigym.graders._hacking_text import final_answers
 from verigym.graders.format import extract_all_boxed, extract_answer_line, extract_boxed, strip_think

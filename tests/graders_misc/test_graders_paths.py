@@ -110,4 +110,6 @@ def test_every_suite_belongs_to_one_declared_family() -> None:
     declared = [suite for family in families for suite in family.suites]
     assert sorted(declared) == sorted(p.name for p in SUITES.glob("*.jsonl"))
     assert sorted(bench.FAMILIES) == sorted(grader_families())  # the old table, kept until verigym 0.3
-    assert load_family("repo_fix").source == "verigym.envs.repo_fix"  # registered by load_grader_family
+    assert (
+        load_family("repo_fix").source == "verigym.envs.builtin.repo_fix"
+    )  # registered by load_grader_family

@@ -10,7 +10,7 @@ import sys
 import zlib
 from typing import Any
 
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.rubric import Grader, Rubric
 from verigym.types import Sampling, Task, Trajectory
 

@@ -75,7 +75,7 @@ async def test_experiment_writes_summary_and_report(tmp_path: Path) -> None:
 
 
 async def test_best_of_n_with_a_grader_reaches_pass_at_n() -> None:
-    from verigym.envs.arithmetic import correct
+    from verigym.envs.builtin.arithmetic import correct
     from verigym.rubric import Grader
     from verigym.select.run import measure, oracle_points
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from verigym.envs.calc import calc
+from verigym.envs.builtin.calc import calc
 
 __all__ = [
     "ANSWER",

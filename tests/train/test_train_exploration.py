@@ -15,8 +15,8 @@ import torch
 from typer.testing import CliRunner
 
 from verigym.cli import app
-from verigym.envs.arithmetic import ArithmeticEnv
-from verigym.envs.shop import ShopEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.shop import ShopEnv
 from verigym.policies.local import LocalPolicy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.policies.tiny import build_model, build_tokenizer

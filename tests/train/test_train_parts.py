@@ -201,7 +201,7 @@ def test_packed_sft_forward_equals_unpacked() -> None:
 
 
 def test_env_mix_follows_weight_schedule_and_difficulty_filter() -> None:
-    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.envs.builtin.arithmetic import ArithmeticEnv
     from verigym.policies.scripted import ScriptedPolicy
     from verigym.train._produce import EnvSlot, Producer
     from verigym.train.group_filters import DifficultyTracker
@@ -227,7 +227,7 @@ def test_env_mix_follows_weight_schedule_and_difficulty_filter() -> None:
 def test_errored_samples_are_dropped_not_zeroed_and_flat_groups_are_dropped() -> None:
     import asyncio
 
-    from verigym.envs.arithmetic import ArithmeticEnv
+    from verigym.envs.builtin.arithmetic import ArithmeticEnv
     from verigym.policies.local import LocalPolicy
     from verigym.rubric import Grader, Rubric
     from verigym.train._produce import EnvSlot, Producer

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.envs.registry import register_env
 from verigym.record import FORMAT_VERSION, read_run
 from verigym.rubric import Grader, Rubric

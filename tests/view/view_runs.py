@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verigym.envs.arithmetic import ArithmeticEnv
+from verigym.envs.builtin.arithmetic import ArithmeticEnv
 from verigym.envs.registry import register_env
 from verigym.rubric import Grader, Rubric
 from verigym.types import (

@@ -13,12 +13,12 @@ A name may be an env-server address, ``http://HOST:PORT`` (``openenv+http://`` /
 force the protocol; several joined by commas share the sessions): ``verigym.envs.remote.RemoteEnv``.
 A name may also be an import spec, ``package.module:attr`` or ``path/to/file.py:attr``, where
 ``attr`` is an ``Environment`` instance, class or factory function, or ``rg:DATASET`` for a
-reasoning-gym dataset (``verigym.envs.rg``; needs the optional ``reasoning-gym`` package).
+reasoning-gym dataset (``verigym.envs.builtin.rg``; needs the optional ``reasoning-gym`` package).
 
-A built-in is a public module of ``verigym.envs`` with a public class whose body sets ``name =
+A built-in is a public module of ``verigym.envs.builtin`` with a public class whose body sets ``name =
 "..."`` (and ``description = "..."``) as string literals: nothing lists it, and the registry reads
 those two from the module's source, so nothing is imported until one is loaded (the module named
-like the environment is looked at first, e.g. ``verigym.envs.wordle`` for ``wordle``).
+like the environment is looked at first, e.g. ``verigym.envs.builtin.wordle`` for ``wordle``).
 
 Errors are one line for the CLI: an unknown name raises ``UnknownEnvError`` listing the known
 names; keyword arguments the factory does not take, or values it rejects, raise
@@ -80,12 +80,12 @@ class _Entry:
     description: str
 
 
-_HERE = Path(__file__).parent
+_HERE = Path(__file__).parent / "builtin"  # the built-in environments
 
 
 @functools.cache
 def _declared(path: Path) -> dict[str, _Entry]:
-    """The environments a module of ``verigym.envs`` declares, read from its source (not imported):
+    """The environments a module of ``verigym.envs.builtin`` declares, read from its source (not imported):
     each public top-level class whose body sets ``name = "..."`` (and ``description = "..."``)."""
     out: dict[str, _Entry] = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
@@ -101,14 +101,14 @@ def _declared(path: Path) -> dict[str, _Entry]:
             if isinstance(target, ast.Name)
         }
         if "name" in literals:
-            target = f"verigym.envs.{path.stem}:{node.name}"
+            target = f"verigym.envs.builtin.{path.stem}:{node.name}"
             out.setdefault(literals["name"], _Entry(target, literals.get("description", "")))
     return out
 
 
 @functools.cache
 def _builtins() -> dict[str, _Entry]:
-    """Every built-in environment: those declared in the public modules of ``verigym.envs``."""
+    """Every built-in environment: those declared in the public modules of ``verigym.envs.builtin``."""
     out: dict[str, _Entry] = {}
     for path in sorted(_HERE.glob("[!_]*.py")):
         for name, entry in _declared(path).items():
@@ -264,7 +264,7 @@ def _resolve(name: str) -> Any:
         return _old_group(ep)
     if name.startswith("rg:") and len(name) > 3:
         # by import path, like the built-ins (envs.rg imports this module)
-        return functools.partial(_import_attr("verigym.envs.rg:rg_env"), name[3:])
+        return functools.partial(_import_attr("verigym.envs.builtin.rg:rg_env"), name[3:])
     if ":" in name:
         return _import_attr(name)
     known = tuple(list_envs())

@@ -150,7 +150,9 @@ def _fallback_extract(text: str) -> str | None:
 
 
 # Parsers for environments that do not (yet) define ``parse_answer``: env name → "module:function".
-_PARSERS: dict[str, str | Callable[[str], Any]] = {"arithmetic": "verigym.envs.arithmetic:parse_integer"}
+_PARSERS: dict[str, str | Callable[[str], Any]] = {
+    "arithmetic": "verigym.envs.builtin.arithmetic:parse_integer"
+}
 
 
 def register_answer_parser(env_name: str, parser: str | Callable[[str], Any]) -> None:

@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from verigym.envs._repo_fix_graders import fixed_function
+from verigym.envs.builtin._repo_fix_graders import fixed_function
 from verigym.envs.tool import ToolEnv
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, Sampling, ToolCall

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from verigym.envs._args import choice_arg, int_arg
-from verigym.envs.arithmetic import evaluate, parse_integer
+from verigym.envs.builtin.arithmetic import evaluate, parse_integer
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv

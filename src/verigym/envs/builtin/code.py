@@ -1,7 +1,7 @@
 """The built-in ``code`` environment: write a Python function that passes hidden tests.
 
 **Task.** One of 42 function-writing problems written for verigym
-(``envs/data/code_problems*.py``): a statement with the function's signature. The hidden
+(``envs/builtin/data/code_problems*.py``): a statement with the function's signature. The hidden
 tests (``assert`` lines calling the function) are ``Task.info["tests"]``; the function's name
 is ``info["entry_point"]`` (named in the prompt on purpose, so it is a public info key); a
 reference solution is ``info["solution"]`` (what the oracle answers).
@@ -29,8 +29,8 @@ from typing import Any
 
 from verigym.envs._args import choice_arg
 from verigym.envs.base import SingleTurnEnv
-from verigym.envs.data.code_problems import TIER1
-from verigym.envs.data.code_problems_hard import TIER2, TIER3
+from verigym.envs.builtin.data.code_problems import TIER1
+from verigym.envs.builtin.data.code_problems_hard import TIER2, TIER3
 from verigym.envs.datasets import DatasetError, split_of
 from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError

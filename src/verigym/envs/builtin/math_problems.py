@@ -40,7 +40,7 @@ from typing import Any
 
 from verigym._files import read_jsonl
 from verigym.envs._args import choice_arg, int_arg
-from verigym.envs._math_templates import TEMPLATES
+from verigym.envs.builtin._math_templates import TEMPLATES
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError

@@ -16,7 +16,7 @@ test files written over them run under pytest in the sandbox; 1 when every FAIL_
 (broken by the bug) and every PASS_TO_PASS test passes. Then, weight 0.1 each and (with
 ``hard_tests=True``, the default) gated on ``unit_tests`` so nothing else counts until the tests
 pass: ``patch``, ``rollout``, ``behaviour``, ``user_experience`` and ``task_specific`` (the
-changelog entry the task asks for); see ``verigym.envs._repo_fix_graders``. The prompt gives the
+changelog entry the task asks for); see ``verigym.envs.builtin._repo_fix_graders``. The prompt gives the
 user's steps: run the tests, fix, run the tests again, add a changelog line, summarise, and say
 what you are doing as you go. An oracle earns 1.5; reward ≥ 1 means the tests pass. The penalty is
 ``verigym.graders.hacking.hacking_penalty(protected_edits(), deleted_tests())``: writing to a
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from verigym.envs._args import int_arg
-from verigym.envs._repo_fix_bench import SUITE_FIELDS, replay_verdict
-from verigym.envs._repo_fix_graders import (
+from verigym.envs.builtin._repo_fix_bench import SUITE_FIELDS, replay_verdict
+from verigym.envs.builtin._repo_fix_graders import (
     CHANGELOG,
     behaviour_grader,
     fixed_function,
@@ -50,7 +50,7 @@ from verigym.envs._repo_fix_graders import (
     task_specific_grader,
     user_experience_grader,
 )
-from verigym.envs._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
+from verigym.envs.builtin._repo_fix_lib import FUNCS, MODULES, evaluate_call, module_source
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
 from verigym.envs.tool import ToolEnv

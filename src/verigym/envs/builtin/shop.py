@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verigym.envs._args import int_arg
-from verigym.envs._shop_db import CATEGORIES, SHOP_TOOLS, apply_action, dollars, make_db
+from verigym.envs.builtin._shop_db import CATEGORIES, SHOP_TOOLS, apply_action, dollars, make_db
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.tool import ToolEnv
 from verigym.graders.toolcall import final_state_grader, required_outputs_grader

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from verigym.envs._args import int_arg
-from verigym.envs._shop_db import SHOP_TOOLS, make_db
+from verigym.envs.builtin._shop_db import SHOP_TOOLS, make_db
+from verigym.envs.builtin.shop import SYSTEM_PROMPT, ShopEnv, all_done, gold_calls, shop_rubric
 from verigym.envs.procedural import ProceduralEnv
 from verigym.envs.registry import EnvArgError
-from verigym.envs.shop import SYSTEM_PROMPT, ShopEnv, all_done, gold_calls, shop_rubric
 from verigym.envs.user_sim import Reveal, ScriptedUser, User, UserSimEnv
 from verigym.policies.base import Policy
 from verigym.policies.scripted import Reply, ScriptedPolicy

@@ -35,9 +35,9 @@ from typing import Any
 
 from verigym._files import read_jsonl
 from verigym.envs._args import choice_arg, int_arg
-from verigym.envs._repo_fix_graders import patch_grader
-from verigym.envs._swe_docker import docker_status, grade_in_docker
 from verigym.envs.base import SingleTurnEnv
+from verigym.envs.builtin._repo_fix_graders import patch_grader
+from verigym.envs.builtin._swe_docker import docker_status, grade_in_docker
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError

@@ -1,7 +1,7 @@
 """The built-in ``wordle`` environment: guess a secret five-letter word in a few turns.
 
 **Task.** Each task is one game; the secret comes from the shipped word list
-(``envs/data/wordle_words.txt``, 530 common English words, also the allowed guesses). The user
+(``envs/builtin/data/wordle_words.txt``, 530 common English words, also the allowed guesses). The user
 message names the game and the number of guesses; the secret is in ``Task.info["secret"]``.
 Train and test games use disjoint secrets.
 
