@@ -208,8 +208,16 @@ def forward_packed(
     if temperature != 1.0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits.float(), dim=-1)
+    del out, logits  # the backward reads the log-softmax's output only: [K, V] less at the peak
     src, targets = pack.src.to(device), pack.targets.to(device)
     logp = logp_all[src, targets]
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+    if entropy_grad and torch.is_grad_enabled():
         ent = (-(logp_all.exp() * logp_all).sum(-1))[src]
+    else:  # logged only: a few positions at a time, not two more [K, V] temporaries
+        with torch.no_grad():
+            ent = torch.cat([-(c.exp() * c).sum(-1) for c in logp_all.split(_ENTROPY_ROWS)])[src]
     return Forward.of_rows(logp, ent, rows, starts, device)
+
+
+_ENTROPY_ROWS = 32
+"""Positions per chunk of the logged (no-grad) entropy in ``forward_packed``."""
