@@ -85,7 +85,8 @@ def effective_max_connections(limits: ServerLimits) -> int:
 
 
 class _RateLimitedLog:
-    """One log line per kind of event-loop error per interval, with the count left out since."""
+    """Event-loop errors, once per kind per interval, with the count left out since: ``accept`` running
+    out of descriptors (and its kin) as one line, anything else with the loop's usual traceback."""
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
@@ -94,21 +95,27 @@ class _RateLimitedLog:
         self._lock = threading.Lock()
 
     def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
         kind = str(context.get("message") or "event loop error")
-        detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
-        self.line(kind, f"{kind}{detail}")
+        dropped = self._allow(kind)
+        if dropped is None:
+            return
+        more = f" ({dropped} more like it in the last {self.interval_s:g} s)" if dropped else ""
+        exc = context.get("exception")
+        if "accept" in kind or isinstance(exc, OSError):  # EMFILE and the like: no traceback each
+            detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+            _log.warning("%s%s%s", kind, detail, more)
+        else:
+            loop.default_exception_handler({**context, "message": kind + more})
 
-    def line(self, kind: str, text: str) -> None:
+    def _allow(self, kind: str) -> int | None:
+        """None to leave this one out, else how many were left out since the last one shown."""
         now = time.monotonic()
         with self._lock:
             if now - self._last.get(kind, -math.inf) < self.interval_s:
                 self._dropped[kind] = self._dropped.get(kind, 0) + 1
-                return
+                return None
             self._last[kind] = now
-            dropped = self._dropped.pop(kind, 0)
-        more = f" ({dropped} more like it in the last {self.interval_s:g} s)" if dropped else ""
-        _log.warning("%s%s", text, more)
+            return self._dropped.pop(kind, 0)
 
 
 class _QuietTracebacks(logging.Filter):

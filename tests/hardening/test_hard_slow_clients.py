@@ -162,6 +162,33 @@ def test_bad_limits_are_one_line_errors(field: str, value: float) -> None:
         ServerLimits(**{field: value})  # type: ignore[arg-type]
 
 
+def test_loop_errors_are_one_line_per_kind_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+    import errno
+    import logging
+
+    from verigym._http_server import _RateLimitedLog
+
+    log = _RateLimitedLog(interval_s=0.3)
+    loop = asyncio.new_event_loop()
+    failed = {
+        "message": "socket.accept() out of system resource",
+        "exception": OSError(errno.EMFILE, "Too many open files"),
+    }
+    try:
+        with caplog.at_level(logging.WARNING, logger="verigym.http"):
+            for _ in range(1000):
+                log.loop_error(loop, failed)
+            time.sleep(0.35)
+            log.loop_error(loop, failed)
+    finally:
+        loop.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "verigym.http"]
+    assert len(lines) == 2, lines
+    assert "Too many open files" in lines[0] and "Traceback" not in caplog.text
+    assert "(999 more like it in the last 0.3 s)" in lines[1], lines
+
+
 def _cut_with_408(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=SLACK_S) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
