@@ -38,8 +38,15 @@ def compiled(code: str) -> Any:
 
 def points(syms: list[Any], n: int, seed: int) -> list[dict[Any, float]]:
     """The sampling points of the full check (``_numeric.sample``), for symbols in this order."""
+    return [dict(zip(syms, row, strict=True)) for row in _draws(len(syms), n, seed)]
+
+
+@functools.lru_cache(maxsize=256)
+def _draws(k: int, n: int, seed: int) -> tuple[tuple[float, ...], ...]:
+    """``n`` points of ``k`` coordinates, drawn in ``_numeric.sample``'s order (seeding a generator
+    costs more than the rest of a small comparison)."""
     rng = random.Random(seed)
-    return [{s: rng.uniform(0.3, 2.7) for s in syms} for _ in range(n)]
+    return tuple(tuple(rng.uniform(0.3, 2.7) for _ in range(k)) for _ in range(n))
 
 
 @dataclass(frozen=True)
