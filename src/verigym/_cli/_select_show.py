@@ -1,4 +1,4 @@
-"""Console output of ``verigym select``: the summary table and the DeepConf-online mode line."""
+"""Console output of ``verigym select``: the summary table."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ from typing import Any
 
 from verigym._cli.common import console
 
-__all__ = ["online_mode", "print_table"]
-
-
-def online_mode(policy: Any, remote: bool) -> str:
-    if remote:
-        return (
-            "replayed: this OpenAI-compatible endpoint has no early-stop hook, so it generated every trace in "
-            "full; the tokens shown are what a server running OnlineDeepConf (see its server_args) would spend"
-        )
-    return "replayed: LocalPolicy with OnlineDeepConf as early_stop cuts the same traces at the same tokens"
+__all__ = ["print_table"]
 
 
 def _short(verdict: str) -> str:

@@ -1,22 +1,23 @@
 """``verigym select ENV``: compare test-time selection methods (majority, DeepConf offline and
 online, GenSelect, best-of-N) by accuracy against samples and against tokens.
 
-Samples once at the largest N through the runner, sub-samples for smaller N, and writes
-``results.jsonl``, ``summary.json`` and ``report.html`` (accuracy-vs-tokens plot) to ``--out``.
+The command checks its flags into a ``SelectConfig`` and model specs and hands them to the library's
+``verigym.select.workflow.arun_selection`` (environment, tasks, model, judge, grader, endpoint check,
+the experiment: samples once at the largest N through the runner, sub-samples for smaller N, and
+writes ``results.jsonl``, ``summary.json`` and ``report.html`` to ``--out``), drawing its events as
+a progress bar and the summary as a table. Bad input is one red line and exit 2.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from rich.markup import escape
 
-from verigym._cli._select_show import online_mode, print_table
+from verigym._cli._select_show import print_table
 from verigym._cli.common import (
     BaseUrl,
     Dtype,
@@ -32,12 +33,9 @@ from verigym._cli.common import (
 from verigym.select.methods import method_names
 
 if TYPE_CHECKING:
-    from verigym.envs.base import Environment
-    from verigym.eval.trained import TrainedArgs
-    from verigym.policies.base import Policy
     from verigym.select import TraceScore
 
-__all__ = ["register"]
+__all__ = ["register", "select_command"]
 
 
 def _methods(values: list[str] | None) -> list[str]:
@@ -71,277 +69,158 @@ def _ns(samples: int, given: str | None) -> list[int]:
     return [*ns, samples]
 
 
-def _load_env(name: str, kwargs: dict[str, Any]) -> Environment:
-    from verigym.envs.base import Environment
-    from verigym.envs.registry import load_env
+def select_command(
+    env: str = typer.Argument(..., help="Environment name (see `verigym envs`)."),
+    method: list[str] | None = typer.Option(
+        None,
+        "--method",
+        help=f"Method(s): {', '.join(method_names())}; repeat or comma list (default: majority,deepconf,deepconf-online).",
+    ),
+    samples: int = typer.Option(16, "--samples", "-N", min=1, help="Largest N: samples drawn per task."),
+    ns: str | None = typer.Option(
+        None, "--ns", help="Comma list of N to report (default: 1,4,16,... and --samples)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
+    ),
+    base_url: BaseUrl = None,
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="Environment variable holding the API key."
+    ),
+    judge_model: str | None = typer.Option(
+        None,
+        "--judge-model",
+        help="Selector/reward model for genselect and best-of-n (default: the sampled model).",
+    ),
+    judge_base_url: list[str] | None = typer.Option(
+        None, "--judge-base-url", help="Endpoint of --judge-model (default: --base-url)."
+    ),
+    num_tasks: int = typer.Option(50, "-n", "--num-tasks", min=1, help="Number of tasks."),
+    concurrency: int = typer.Option(128, "--concurrency", min=1, help="Rollouts in flight at once."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature."),
+    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Max tokens per completion."),
+    seed: int = typer.Option(0, "--seed", help="Seed of tasks, samples, sub-sampling and fallbacks."),
+    env_arg: EnvArg = None,
+    eta: float = typer.Option(
+        0.1,
+        "--eta",
+        min=0.0,
+        max=1.0,
+        help="DeepConf: fraction of most confident traces kept (0.1 low, 0.9 high).",
+    ),
+    score: str = typer.Option(
+        "lowest", "--score", help="DeepConf trace score: lowest, bottom10, tail or mean."
+    ),
+    window: int = typer.Option(2048, "--window", min=1, help="DeepConf: largest group window in tokens."),
+    fraction: float = typer.Option(
+        0.25,
+        "--window-fraction",
+        min=0.0,
+        help="DeepConf: window = min(--window, fraction × median length); 0 = fixed.",
+    ),
+    top_k: int = typer.Option(
+        20, "--top-k", min=1, help="DeepConf: top-k logprobs per token for confidences."
+    ),
+    warmup: int | None = typer.Option(
+        None, "--warmup", min=1, help="DeepConf-online warm-up traces (default: min(16, N/4))."
+    ),
+    draws: int = typer.Option(
+        4, "--draws", min=1, help="Disjoint sub-samples averaged for each N below --samples."
+    ),
+    genselect_window: int = typer.Option(
+        8, "--genselect-window", min=2, help="GenSelect: candidates shown at once."
+    ),
+    judge_max_tokens: int = typer.Option(
+        256, "--judge-max-tokens", min=1, help="Max tokens of each selector/reward-model reply."
+    ),
+    bon_grader: str | None = typer.Option(
+        None,
+        "--bon-grader",
+        help="best-of-n scores with this Grader (module:attr, a Grader or a (task, trajectory) function) "
+        "instead of a reward-model policy.",
+    ),
+    success_threshold: float = typer.Option(
+        1.0, "--success-threshold", help="A sample is correct when its reward is at least this."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: runs/select-<env>-<time>)."),
+    threads: Threads = None,
+    dtype: Dtype = None,
+    tool_format: ToolFormat = None,
+) -> None:
+    """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
+    set_threads(threads)
+    from verigym.select.methods import SelectConfig, needs_judge
+    from verigym.select.workflow import default_select_out
+    from verigym.types import Sampling
 
-    try:
-        env = load_env(name, **kwargs)
-    except Exception as exc:  # unknown name or a bad --env-arg: the registry's message is one line
-        fail(f"environment {name!r}: {exc}")
-    if not isinstance(env, Environment):
-        fail(f"environment {name!r} is a {type(env).__name__}, not a verigym Environment")
-    return env
-
-
-def _trained(env: str, env_args: dict[str, Any], model: str | None) -> TrainedArgs | None:
-    """``env_args`` completed with what the in-process checkpoint ``model`` was trained with on ``env``
-    (``verigym.eval.trained``); None when it has no training record for ``env``."""
-    from verigym.eval.trained import trained_args
-    from verigym.policies.default import find_record
-    from verigym.policies.trained import RecordError
-
-    try:
-        return trained_args(env, env_args, find_record(model))
-    except RecordError as exc:
-        fail(f"--model {model}: {exc}")
-
-
-def _policy(
-    model: str | None,
-    base_url: list[str] | None,
-    api_key_env: str | None,
-    concurrency: int,
-    flag: str,
-    *,
-    dtype: str | None = None,
-    tool_format: str | None = None,
-) -> tuple[Policy, str, bool]:
-    """The policy (through the one opener, ``policies.spec.open_model``), a line describing it, and
-    whether it is remote. ``flag``: the prefix of the flags it came from (``--``, ``--judge-``)."""
-    from verigym.policies.base import ModelSpecError, PolicyError
-    from verigym.policies.spec import MissingApiKey, open_model
-
+    methods = _methods(method)
+    if score not in ("lowest", "bottom10", "tail", "mean"):
+        fail(f"--score {score!r}: expected lowest, bottom10, tail or mean")
+    if eta <= 0:
+        fail("--eta must be above 0 (the fraction of traces kept)")
+    n_list = _ns(samples, ns)
+    env_args = parse_kv(env_arg, "--env-arg")
     values: dict[str, Any] = {"model": model, "base_url": base_url or [], "api_key_env": api_key_env}
-    values |= {"concurrency": concurrency, "dtype": dtype or "auto", "tool_format": tool_format}
-    spec = model_spec(values)
-    try:
-        opened = open_model(spec)
-    except MissingApiKey as exc:
-        fail(
-            exc.worded("--api-key-env")
-            if exc.implicit
-            else f"{flag}: the environment variable {exc.variable} is not set"
-        )
-    except ModelSpecError as exc:
-        if exc.field != "model":
-            fail(exc.worded("--"))
-        fail(f"{flag}model {model}: cannot load the local model ({exc})")
-    except (OSError, ValueError, PolicyError) as exc:
-        fail(f"{flag}model {model}: cannot load the local model ({exc})")
-    return opened.policy, opened.description, opened.remote
-
-
-async def _check(policy: Any, flag: str) -> None:
-    from verigym.policies.base import PolicyError
-
-    try:
-        models = await policy.check()
-    except PolicyError as exc:
-        fail(f"{flag}base-url: {exc}")
-    if not policy.model:
-        if not models:
-            fail(f"{flag}model is required: the server lists no models")
-        policy.model = models[0]
-
-
-def _grader(spec: str) -> Any:
-    import importlib
-
-    from verigym.rubric import Grader
-
-    module, _, attr = spec.rpartition(":")
-    if not module or not attr:
-        fail(f"--bon-grader {spec!r}: expected module:attr")
-    try:
-        target = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        fail(f"--bon-grader {spec!r}: cannot import it ({type(exc).__name__}: {exc})")
-    if isinstance(target, Grader):
-        return target
-    if callable(target):
-        return Grader(target, name=attr)
-    fail(f"--bon-grader {spec!r} is a {type(target).__name__}, not a Grader or a function")
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``verigym select`` to ``app``."""
-
-    @app.command("select")
-    def select_command(
-        env: str = typer.Argument(..., help="Environment name (see `verigym envs`)."),
-        method: list[str] | None = typer.Option(
-            None,
-            "--method",
-            help=f"Method(s): {', '.join(method_names())}; repeat or comma list (default: majority,deepconf,deepconf-online).",
-        ),
-        samples: int = typer.Option(16, "--samples", "-N", min=1, help="Largest N: samples drawn per task."),
-        ns: str | None = typer.Option(
-            None, "--ns", help="Comma list of N to report (default: 1,4,16,... and --samples)."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", "-m", help="Model name at --base-url, or a local model path without it."
-        ),
-        base_url: BaseUrl = None,
-        api_key_env: str | None = typer.Option(
-            None, "--api-key-env", help="Environment variable holding the API key."
-        ),
-        judge_model: str | None = typer.Option(
-            None,
-            "--judge-model",
-            help="Selector/reward model for genselect and best-of-n (default: the sampled model).",
-        ),
-        judge_base_url: list[str] | None = typer.Option(
-            None, "--judge-base-url", help="Endpoint of --judge-model (default: --base-url)."
-        ),
-        num_tasks: int = typer.Option(50, "-n", "--num-tasks", min=1, help="Number of tasks."),
-        concurrency: int = typer.Option(128, "--concurrency", min=1, help="Rollouts in flight at once."),
-        temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Sampling temperature."),
-        max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Max tokens per completion."),
-        seed: int = typer.Option(0, "--seed", help="Seed of tasks, samples, sub-sampling and fallbacks."),
-        env_arg: EnvArg = None,
-        eta: float = typer.Option(
-            0.1,
-            "--eta",
-            min=0.0,
-            max=1.0,
-            help="DeepConf: fraction of most confident traces kept (0.1 low, 0.9 high).",
-        ),
-        score: str = typer.Option(
-            "lowest", "--score", help="DeepConf trace score: lowest, bottom10, tail or mean."
-        ),
-        window: int = typer.Option(2048, "--window", min=1, help="DeepConf: largest group window in tokens."),
-        fraction: float = typer.Option(
-            0.25,
-            "--window-fraction",
-            min=0.0,
-            help="DeepConf: window = min(--window, fraction × median length); 0 = fixed.",
-        ),
-        top_k: int = typer.Option(
-            20, "--top-k", min=1, help="DeepConf: top-k logprobs per token for confidences."
-        ),
-        warmup: int | None = typer.Option(
-            None, "--warmup", min=1, help="DeepConf-online warm-up traces (default: min(16, N/4))."
-        ),
-        draws: int = typer.Option(
-            4, "--draws", min=1, help="Disjoint sub-samples averaged for each N below --samples."
-        ),
-        genselect_window: int = typer.Option(
-            8, "--genselect-window", min=2, help="GenSelect: candidates shown at once."
-        ),
-        judge_max_tokens: int = typer.Option(
-            256, "--judge-max-tokens", min=1, help="Max tokens of each selector/reward-model reply."
-        ),
-        bon_grader: str | None = typer.Option(
-            None,
-            "--bon-grader",
-            help="best-of-n scores with this Grader (module:attr, a Grader or a (task, trajectory) function) "
-            "instead of a reward-model policy.",
-        ),
-        success_threshold: float = typer.Option(
-            1.0, "--success-threshold", help="A sample is correct when its reward is at least this."
-        ),
-        out: Path | None = typer.Option(
-            None, "--out", help="Output folder (default: runs/select-<env>-<time>)."
-        ),
-        threads: Threads = None,
-        dtype: Dtype = None,
-        tool_format: ToolFormat = None,
-    ) -> None:
-        """Compare selection methods: accuracy vs samples and vs tokens; summary.json and report.html."""
-        set_threads(threads)
-        from verigym.select.methods import SelectConfig, needs_judge
-        from verigym.types import Sampling
-
-        methods = _methods(method)
-        if score not in ("lowest", "bottom10", "tail", "mean"):
-            fail(f"--score {score!r}: expected lowest, bottom10, tail or mean")
-        if eta <= 0:
-            fail("--eta must be above 0 (the fraction of traces kept)")
-        n_list = _ns(samples, ns)
-        env_args = parse_kv(env_arg, "--env-arg")
-        trained = None if base_url else _trained(env, env_args, model)
-        if trained is not None:
-            env_args = trained.args
-            console.print(f"[dim]{escape(trained.message)}[/]")
-        environment = _load_env(env, env_args)
-        try:
-            tasks = environment.tasks(num_tasks, seed=seed)
-        except Exception as exc:
-            fail(f"environment {env!r}: cannot load tasks: {exc}")
-        if not tasks:
-            fail(f"environment {env!r} has no tasks")
-        policy, description, remote = _policy(
-            model, base_url, api_key_env, concurrency, "--", dtype=dtype, tool_format=tool_format
-        )
-        sources = trained.sources if trained is not None else {k: "user" for k in env_args}
-        judge = None
-        judge_remote = False
-        grader = _grader(bon_grader) if bon_grader else None
-        if needs_judge(methods) and not (methods == ["best-of-n"] and grader):
-            if judge_model is None and judge_base_url is None:
-                judge, judge_remote = policy, False
-            else:
-                judge, _, judge_remote = _policy(
-                    judge_model, judge_base_url or base_url, api_key_env, concurrency, "--judge-"
-                )
-        if not remote:
-            console.print(f"[yellow]{description}[/]")
-        cfg = SelectConfig(
-            methods=methods,
-            ns=n_list,
-            draws=draws,
-            seed=seed,
-            eta=eta,
-            score=cast("TraceScore", score),
-            window=window,
-            fraction=fraction,
-            k=top_k,
-            warmup=warmup,
-            genselect_window=genselect_window,
-            judge_sampling=Sampling(temperature=0.0, max_tokens=judge_max_tokens, seed=seed),
-            success_threshold=success_threshold,
-            grader=grader,
-        )
-        folder = out or Path(
-            f"runs/select-{re.sub(r'[^A-Za-z0-9_.-]+', '_', env)[:40]}-{time.strftime('%Y%m%d-%H%M%S')}"
-        )
-        if (folder / "results.jsonl").exists() and (folder / "results.jsonl").stat().st_size:
-            fail(f"{folder}/results.jsonl already holds results; pick another --out")
-        _run(
-            environment,
-            env,
-            policy,
-            judge,
-            remote,
-            judge_remote,
-            tasks,
-            cfg,
-            folder,
-            concurrency,
-            Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed),
-            {"env_args": env_args, "env_args_from": sources},
-        )
+    spec = model_spec(
+        values | {"concurrency": concurrency, "dtype": dtype or "auto", "tool_format": tool_format}
+    )
+    judge = None  # the sampled model, when a method needs a judge
+    if (judge_model is not None or judge_base_url is not None) and (
+        needs_judge(methods) and not (methods == ["best-of-n"] and bon_grader)
+    ):
+        judged = {
+            "model": judge_model,
+            "base_url": judge_base_url or base_url or [],
+            "api_key_env": api_key_env,
+        }
+        judge = model_spec(judged | {"concurrency": concurrency, "dtype": "auto"})
+    cfg = SelectConfig(
+        methods=methods,
+        ns=n_list,
+        draws=draws,
+        seed=seed,
+        eta=eta,
+        score=cast("TraceScore", score),
+        window=window,
+        fraction=fraction,
+        k=top_k,
+        warmup=warmup,
+        genselect_window=genselect_window,
+        judge_sampling=Sampling(temperature=0.0, max_tokens=judge_max_tokens, seed=seed),
+        success_threshold=success_threshold,
+    )
+    _run(
+        env,
+        spec,
+        judge,
+        cfg,
+        bon_grader=bon_grader,
+        env_args=env_args,
+        num_tasks=num_tasks,
+        sampling=Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed),
+        concurrency=concurrency,
+        out=out or default_select_out(env),
+    )
 
 
 def _run(
-    environment: Environment,
-    env_name: str,
-    policy: Policy,
-    judge: Policy | None,
-    remote: bool,
-    judge_remote: bool,
-    tasks: list[Any],
+    env: str,
+    model: Any,
+    judge: Any,
     cfg: Any,
-    folder: Path,
-    concurrency: int,
+    *,
+    bon_grader: str | None,
+    env_args: dict[str, Any],
+    num_tasks: int,
     sampling: Any,
-    env_meta: dict[str, Any],
+    concurrency: int,
+    out: Path,
 ) -> None:
+    """``verigym.select.workflow.arun_selection`` under a progress bar drawn from its events; its
+    errors as one red line; then the summary table."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from verigym.select.experiment import run_experiment
-    from verigym.types import Record
+    from verigym.select.workflow import SelectEvent, arun_selection
 
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -350,50 +229,57 @@ def _run(
         TimeElapsedColumn(),
         console=console,
     )
-    samples = max(cfg.ns)
-    bar = progress.add_task(f"sampling {samples} per task", total=len(tasks) * samples)
-    sel_bar = progress.add_task("selecting", total=None, visible=False)
+    bars: dict[str, Any] = {}
 
-    def advance(_: Record) -> None:
-        progress.update(bar, advance=1)
+    def on_event(event: SelectEvent) -> None:
+        if event.kind == "record":
+            progress.update(bars["sampling"], advance=1)
+        elif event.kind == "select":
+            progress.update(
+                bars["selecting"],
+                description=f"selecting {event.message}",
+                completed=event.done,
+                total=event.total,
+                visible=True,
+            )
+        elif event.kind == "start":
+            bars["sampling"] = progress.add_task(f"sampling {event.samples} per task", total=event.total)
+            bars["selecting"] = progress.add_task("selecting", total=None, visible=False)
+            progress.start()  # stopped by end_bar()
+        elif event.kind == "env_args":
+            console.print(f"[dim]{escape(event.message)}[/]")
+        else:  # an in-process model
+            console.print(f"[yellow]{event.message}[/]")
 
-    def selecting(label: str, done: int, total: int) -> None:
-        progress.update(sel_bar, description=f"selecting {label}", completed=done, total=total, visible=True)
+    def end_bar() -> None:  # a never-started bar prints nothing (rich would print a blank line)
+        if "sampling" in bars:
+            progress.stop()
 
     async def main() -> Any:
-        try:
-            if remote:
-                await _check(policy, "--")
-            if judge is not None and judge is not policy and judge_remote:
-                await _check(judge, "--judge-")
-            return await run_experiment(
-                environment,
-                policy,
-                tasks,
-                cfg,
-                sampling=sampling,
-                concurrency=concurrency,
-                judge=judge,
-                out=folder,
-                env_name=env_name,
-                on_record=advance,
-                on_select=selecting,
-                extra_meta={"deepconf_online_mode": online_mode(policy, remote), **env_meta},
-            )
-        finally:
-            for p in {id(policy): policy, id(judge): judge}.values():
-                close = getattr(p, "aclose", None)
-                if close is not None:
-                    await close()
+        return await arun_selection(
+            env,
+            model,
+            cfg,
+            judge=judge,
+            grader=bon_grader,
+            env_args=env_args,
+            num_tasks=num_tasks,
+            sampling=sampling,
+            concurrency=concurrency,
+            out=out,
+            on_event=on_event,
+        )
 
     try:
-        with progress:
-            result = asyncio.run(main())
-    except ValueError as exc:
+        result = asyncio.run(main())
+    except ValueError as exc:  # SelectSetupError is one
+        end_bar()
         fail(str(exc))
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted:[/] samples so far are in {folder / 'results.jsonl'}")
+        end_bar()
+        console.print(f"[yellow]interrupted:[/] samples so far are in {out / 'results.jsonl'}")
         raise typer.Exit(130) from None
+    end_bar()
     print_table(result.summary)
     s = result.summary
     if s.get("sample_errors"):
@@ -404,4 +290,9 @@ def _run(
             markup=False,
             soft_wrap=True,
         )
-    console.print(f"wrote {folder / 'summary.json'} and {folder / 'report.html'}")
+    console.print(f"wrote {result.out / 'summary.json'} and {result.out / 'report.html'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``verigym select`` to ``app``."""
+    app.command("select")(select_command)

@@ -10,8 +10,15 @@
   registry of methods (``register_method``) that ``verigym select`` and ``run`` read; each
   built-in registers itself in its own module, and importing this package imports them all.
 * ``run``: the experiment behind ``verigym select`` (accuracy vs samples and tokens).
+* ``workflow``: the whole of ``verigym select`` as a library call, ``run_selection(env, model, config,
+  ...)`` (and ``arun_selection``): environment, tasks, model, judge, endpoint check and the experiment,
+  progress as ``SelectEvent``s, setup problems as one-line ``SelectSetupError``s. Imported when first
+  asked for (it brings the runner and the model opener).
 """
 
+from typing import TYPE_CHECKING
+
+from verigym._lazy import lazy_getattr
 from verigym.select._common import Candidate, Selection, answer_key, normalize_answer, register_answer_parser
 from verigym.select._confidence import TraceScore
 from verigym.select.best_of_n import select_best_of_n_grader, select_best_of_n_reward_model
@@ -30,6 +37,14 @@ from verigym.select.methods import (
     register_method,
 )
 
+if TYPE_CHECKING:
+    from verigym.select.workflow import SelectEvent, SelectSetupError, arun_selection, run_selection
+
+__getattr__ = lazy_getattr(
+    __name__,
+    dict.fromkeys(("SelectEvent", "SelectSetupError", "arun_selection", "run_selection"), ".workflow"),
+)
+
 __all__ = [
     "METHODS",
     "Candidate",
@@ -37,11 +52,14 @@ __all__ = [
     "OnlineDeepConf",
     "SelectConfig",
     "SelectContext",
+    "SelectEvent",
+    "SelectSetupError",
     "Selection",
     "Selector",
     "TraceScore",
     "Vote",
     "answer_key",
+    "arun_selection",
     "get_method",
     "majority_vote",
     "method_names",
@@ -49,6 +67,7 @@ __all__ = [
     "pick",
     "register_answer_parser",
     "register_method",
+    "run_selection",
     "select_best_of_n_grader",
     "select_best_of_n_reward_model",
     "select_deepconf",
