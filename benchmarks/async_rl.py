@@ -30,8 +30,8 @@ from verigym.serve import spawn_server
 
 def warm_start(out: Path, seed: int) -> Path:
     """The quickstart's light SFT, saved as a full model directory."""
+    from verigym.recipes.quickstart import quickstart_config
     from verigym.train.pipeline import run_sft
-    from verigym.train.quickstart import quickstart_config
 
     cfg = quickstart_config(out, seed=seed)
     summary = run_sft(cfg)
@@ -40,10 +40,10 @@ def warm_start(out: Path, seed: int) -> Path:
 
 
 def run(base: Path, url: str, d: int, steps: int, out: Path, seed: int) -> dict[str, Any]:
+    from verigym.recipes.quickstart import quickstart_config
     from verigym.scale.async_loop import AsyncRLTrainer
     from verigym.scale.remote import RemoteSampler
     from verigym.train import load_model
-    from verigym.train.quickstart import quickstart_config
 
     cfg = quickstart_config(
         out,

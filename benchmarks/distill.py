@@ -76,11 +76,11 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     """Every arm of one seed (module doc); cached per arm under ``job['out']/seed-N``."""
     import torch
 
+    from verigym.recipes.quickstart import quickstart_config
+    from verigym.recipes.quickstart_calc import calc_quickstart_config
     from verigym.train import load_model
     from verigym.train.config import build_config
     from verigym.train.pipeline import build_sft_rows, save_final
-    from verigym.train.quickstart import quickstart_config
-    from verigym.train.quickstart_calc import calc_quickstart_config
     from verigym.train.rl import RLTrainer, load_envs
     from verigym.train.sft import sft_train
 

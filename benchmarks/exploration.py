@@ -51,7 +51,7 @@ def arms(steps: int) -> dict[str, dict[str, Any]]:
 def one(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart import learning_run, quickstart_config
+    from verigym.recipes.quickstart import learning_run, quickstart_config
 
     torch.set_num_threads(1)
     over = {"rl__steps": job["steps"], **arms(job["steps"])[job["arm"]]}
@@ -77,9 +77,9 @@ def calibrate(seed: int, cache: Path) -> None:
     T=1 and greedy: how much each σ perturbs the sampler (needs the SFT cache of a benchmark run)."""
     import torch
 
+    from verigym.recipes.quickstart import quickstart_config
     from verigym.train import load_model
     from verigym.train.exploration import parameter_noise
-    from verigym.train.quickstart import quickstart_config
     from verigym.train.rl import RLTrainer, load_envs
 
     torch.set_num_threads(1)

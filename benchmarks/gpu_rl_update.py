@@ -223,10 +223,10 @@ def fill_old_logprobs(model: Any, rows: list[Any], pad: int) -> None:
 def verigym_side(
     model: Any, rows: list[Any], shape: dict[str, int], pad: int, seed: int, extra: dict[str, Any]
 ) -> dict[str, Any]:
+    from verigym.recipes.quickstart_real import real_quickstart_config
     from verigym.train import _update, packing
     from verigym.train._update import UpdateState, policy_update
     from verigym.train.optim import make_optimizer
-    from verigym.train.quickstart_real import real_quickstart_config
 
     sets = {"sampling__max_tokens": shape["max_new"], "rl__pack_tokens": shape["pack_tokens"], **extra}
     rl = real_quickstart_config(tempfile.mkdtemp(), model="x", seed=seed, **sets).rl

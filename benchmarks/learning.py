@@ -1,7 +1,7 @@
 """Does the quickstart recipe learn on every seed? Held-out pass@1 after SFT and after RL per seed,
 beside the same RL with rewards shuffled across the batch (the control: no verifier signal).
 
-Each seed runs ``verigym.train.quickstart.learning_run`` on the quickstart config: a fresh tiny
+Each seed runs ``verigym.recipes.quickstart.learning_run`` on the quickstart config: a fresh tiny
 model, light SFT on verified demos (stopped at the held-out target), RL, then the control RL from
 the same SFT weights. Seeds run in ``--jobs`` processes with one torch thread each.
 
@@ -59,8 +59,8 @@ def ci95(values: list[float]) -> tuple[float, float]:
 def one(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart import learning_run, quickstart_config
-    from verigym.train.quickstart_calc import calc_quickstart_config
+    from verigym.recipes.quickstart import learning_run, quickstart_config
+    from verigym.recipes.quickstart_calc import calc_quickstart_config
 
     torch.set_num_threads(1)
     over: dict[str, Any] = {}
@@ -74,7 +74,7 @@ def one(job: dict[str, Any]) -> dict[str, Any]:
     over.update(job["set"])
     out = Path(job["out"]) / f"{preset}-{job['seed']}"
     if job["model"]:
-        from verigym.train.quickstart_real import real_calc_config, real_quickstart_config
+        from verigym.recipes.quickstart_real import real_calc_config, real_quickstart_config
 
         torch.set_num_threads(job["threads"])
         real = real_calc_config if job["env"] == "calc" else real_quickstart_config

@@ -44,7 +44,7 @@ GRADERS = ("correct", "last_digit", "length")
 def one(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart import learning_run, quickstart_config
+    from verigym.recipes.quickstart import learning_run, quickstart_config
 
     torch.set_num_threads(1)
     over: dict[str, Any] = {

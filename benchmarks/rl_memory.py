@@ -1,6 +1,6 @@
 """Peak RSS of RL steps on a real model, full fine-tuning vs LoRA (issue 24 item 6).
 
-Each mode runs in a fresh process: the real-model recipe's settings (``verigym.train.quickstart_real``:
+Each mode runs in a fresh process: the real-model recipe's settings (``verigym.recipes.quickstart_real``:
 its groups × samples, 16 new tokens, DAPO, AdamW), without SFT and with dynamic sampling off so every
 step updates (the base model rarely earns a reward; rows with zero advantage still run the whole
 forward/backward/optimizer step). After loading, the peak RSS (``VmHWM``) is reset (Linux
@@ -36,8 +36,8 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from verigym.recipes.quickstart_real import real_quickstart_config
     from verigym.train import load_model
-    from verigym.train.quickstart_real import real_quickstart_config
     from verigym.train.rl import RLTrainer
 
     over = {"rl__dynamic_sampling": False, "rl__packing": "packing" in args.child}
@@ -74,7 +74,7 @@ def main() -> None:
     if args.child:
         _child(args)
         return
-    from verigym.train.quickstart_real import real_quickstart_config
+    from verigym.recipes.quickstart_real import real_quickstart_config
 
     rl = real_quickstart_config(tempfile.mkdtemp(prefix="rl_memory_"), model=args.model).rl
     print(f"{args.model}: {rl.groups_per_step} groups x {rl.group_size} samples, 16 new tokens, {rl.preset}; "

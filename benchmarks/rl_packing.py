@@ -1,6 +1,6 @@
 """Packed vs padded RL updates on a real model: seconds per update and peak memory (issue 24 item 5).
 
-The rows are one step of the real-model recipe (``verigym.train.quickstart_real``: its groups ×
+The rows are one step of the real-model recipe (``verigym.recipes.quickstart_real``: its groups ×
 samples, 16 new tokens, sampled at T = 1 from the base model with a fixed seed; advantages are seeded
 N(0, 1), since the base model rarely earns a reward and the cost does not depend on them). Layouts:
 the rows as sampled (most run to the 16-token limit); ``mixed``, each completion cut at a seeded
@@ -61,7 +61,7 @@ def peak_mb(since_reset: bool) -> float:
 
 
 def _cfg(out: str, model: str, seed: int, side: str, pack_tokens: int, share: bool) -> Any:
-    from verigym.train.quickstart_real import real_quickstart_config
+    from verigym.recipes.quickstart_real import real_quickstart_config
 
     return real_quickstart_config(
         out, model=model, seed=seed, rl__dynamic_sampling=False, rl__packing=side == "packed",

@@ -64,9 +64,9 @@ def _worker(args: argparse.Namespace) -> None:
     import verigym
     from gpu_rl_update import fill_old_logprobs, make_rows  # the GPU benchmark's batch, on the CPU
     from verigym.policies.catalogue import resolve
+    from verigym.recipes.quickstart_real import real_quickstart_config
     from verigym.train._update import UpdateState, policy_update
     from verigym.train.optim import make_optimizer
-    from verigym.train.quickstart_real import real_quickstart_config
 
     shape = SHAPES[args.shape]
     path = resolve(args.model)

@@ -84,9 +84,9 @@ print(json.dumps({"s_per_step": per_step, "total_s": total, "steps": len(clock.t
 
 def _sft_model(out: Path, seed: int) -> tuple[Path, float]:
     """The quickstart recipe's SFT phase (stopped at its held-out target), saved to ``out``."""
+    from verigym.recipes.quickstart import quickstart_config
     from verigym.train import load_model
     from verigym.train.pipeline import build_sft_rows, save_final
-    from verigym.train.quickstart import quickstart_config
     from verigym.train.rl import RLTrainer
     from verigym.train.sft import sft_train
 

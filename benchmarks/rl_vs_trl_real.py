@@ -45,7 +45,7 @@ PEER = ROOT / ".bench" / "venv" / "bin" / "python"
 
 
 def recipe(out: Path, model: str, seed: int, sets: dict[str, Any]) -> Any:
-    from verigym.train.quickstart_real import real_quickstart_config
+    from verigym.recipes.quickstart_real import real_quickstart_config
 
     return real_quickstart_config(out, model=model, seed=seed, **sets)
 

@@ -14,10 +14,10 @@ from typer.main import get_command
 from verigym.cli import app
 from verigym.envs.registry import _builtins
 from verigym.eval.config import EvalConfig
+from verigym.recipes.quickstart import quickstart_config
+from verigym.recipes.quickstart_calc import calc_quickstart_config
+from verigym.recipes.quickstart_real import real_calc_config, real_quickstart_config
 from verigym.train.config import PRESETS, TrainConfig
-from verigym.train.quickstart import quickstart_config
-from verigym.train.quickstart_calc import calc_quickstart_config
-from verigym.train.quickstart_real import real_calc_config, real_quickstart_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 WORDS = [

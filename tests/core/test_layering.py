@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "data": 5,
     "select": 5,
     "scale": 5,
+    "recipes": 5,  # the quickstart recipes: settings plus calls to train's public API
     "view": 5,  # the browser viewer over run folders (reads eval's comparison statistic)
     "cli": 6,
     "_cli": 6,

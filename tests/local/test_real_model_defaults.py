@@ -75,8 +75,8 @@ def test_the_real_tool_recipe_trains_calls_in_smollm2s_own_format(tmp_path: Path
     from transformers import AutoTokenizer
 
     from verigym.policies.catalogue import resolve
+    from verigym.recipes.quickstart_real import real_calc_config
     from verigym.train.pipeline import build_sft_rows
-    from verigym.train.quickstart_real import real_calc_config
     from verigym.train.rl import load_envs
 
     pull("smollm2-135m-instruct")

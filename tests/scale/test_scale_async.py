@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
+from verigym.recipes.quickstart import quickstart_config
 from verigym.scale.async_loop import AsyncRLTrainer
 from verigym.scale.correction import Correction, correct_rows, staleness_metrics
 from verigym.train._model import load_model
 from verigym.train.config import TrainConfig
-from verigym.train.quickstart import quickstart_config
 from verigym.train.rl import RLTrainer
 from verigym.train.samples import Row
 

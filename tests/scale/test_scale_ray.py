@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from verigym.recipes.quickstart import quickstart_config
 from verigym.scale.ray_backend import RAY_MISSING, RayMissingError, require_ray, use_ray
 from verigym.train import load_model
-from verigym.train.quickstart import quickstart_config
 from verigym.train.rl import RLTrainer
 
 TIMING = ("time", "tokens_per_s", "wait", "wall")

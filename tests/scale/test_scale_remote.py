@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from verigym.policies import tiny
+from verigym.recipes.quickstart import quickstart_config
 from verigym.scale.async_loop import AsyncRLTrainer
 from verigym.scale.correction import Correction
 from verigym.scale.remote import RemoteSampler, WeightPushError
 from verigym.serve import spawn_server
 from verigym.train import load_model
 from verigym.train.config import TrainConfig
-from verigym.train.quickstart import quickstart_config
 
 KEY = "vg-remote-test-key"  # the server wants it (--api-key-env); the sampler sends it
 

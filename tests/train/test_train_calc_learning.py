@@ -31,8 +31,8 @@ TOOL = "tool_call_ok"
 def _run(args: tuple[int, str]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart import learning_run
-    from verigym.train.quickstart_calc import calc_quickstart_config
+    from verigym.recipes.quickstart import learning_run
+    from verigym.recipes.quickstart_calc import calc_quickstart_config
 
     torch.set_num_threads(1)
     seed, out = args

@@ -105,8 +105,8 @@ def test_train_on_a_profiled_band_records_task_history(tmp_path: Path) -> None:
 
 
 def test_shipped_quickstart_config_matches_the_quickstart() -> None:
+    from verigym.recipes.quickstart import quickstart_config
     from verigym.train.config import load_config
-    from verigym.train.quickstart import quickstart_config
 
     shipped = load_config(Path(__file__).resolve().parents[2] / "configs" / "quickstart.toml")
     assert shipped.model_dump(exclude={"out_dir"}) == quickstart_config().model_dump(exclude={"out_dir"})

@@ -22,7 +22,7 @@ SEEDS = (0, 1)
 def _run(args: tuple[int, str]) -> dict[str, Any]:
     import torch
 
-    from verigym.train.quickstart import learning_run, quickstart_config
+    from verigym.recipes.quickstart import learning_run, quickstart_config
 
     torch.set_num_threads(1)
     seed, out = args

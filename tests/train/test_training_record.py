@@ -26,8 +26,8 @@ LINE = "using calc's arguments from the checkpoint's training: schema=brief; --e
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny calc quickstart (``schema=brief``, not calc's default) cut to 2 SFT steps and 1 RL step."""
+    from verigym.recipes.quickstart_calc import calc_quickstart_config
     from verigym.train.pipeline import run_train
-    from verigym.train.quickstart_calc import calc_quickstart_config
 
     out = tmp_path_factory.mktemp("calc") / "run"
     cfg = calc_quickstart_config(

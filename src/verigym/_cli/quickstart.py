@@ -52,8 +52,8 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from verigym._cli.train_cmd import TrainProgress
-        from verigym.train.quickstart import quickstart as run
-        from verigym.train.quickstart import quickstart_config
+        from verigym.recipes.quickstart import quickstart as run
+        from verigym.recipes.quickstart import quickstart_config
 
         if threads is not None or model is None:
             torch.set_num_threads(max(1, threads or 1))
@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
             )
             return
         if model is not None:
-            from verigym.train.quickstart_real import real_quickstart_config
+            from verigym.recipes.quickstart_real import real_quickstart_config
 
             cfg = real_quickstart_config(out, model=model, seed=seed, **overrides)
             what = f"{model} → light SFT on verified 2-digit arithmetic demos in its chat template"
@@ -122,8 +122,8 @@ def _calc(out: Path, seed: int, overrides: dict[str, int], model: str | None) ->
     from rich.table import Table
 
     from verigym._cli.train_cmd import TrainProgress
-    from verigym.train.quickstart_calc import calc_quickstart, calc_quickstart_config
-    from verigym.train.quickstart_real import real_calc_config
+    from verigym.recipes.quickstart_calc import calc_quickstart, calc_quickstart_config
+    from verigym.recipes.quickstart_real import real_calc_config
 
     if model is None:
         cfg = calc_quickstart_config(out, seed=seed, **overrides)

@@ -125,7 +125,7 @@ def learning_run(
     """
     import torch
 
-    from verigym.train._model import load_model
+    from verigym.train import load_model
     from verigym.train.pipeline import sft_warmup
     from verigym.train.rl import RLTrainer, load_envs
 

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verigym.recipes.quickstart import recipe_config
 from verigym.train.config import TrainConfig
-from verigym.train.quickstart import recipe_config
 from verigym.train.rl import Progress
 
 __all__ = ["STAGES", "calc_quickstart", "calc_quickstart_config"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from verigym.recipes.quickstart import recipe_config
 from verigym.train.config import TrainConfig
-from verigym.train.quickstart import recipe_config
 
 __all__ = ["real_calc_config", "real_quickstart_config"]
 

@@ -13,9 +13,9 @@
 - ``sft``: supervised fine-tuning on verified trajectories; ``rl``: the producer → queue → consumer loop.
 - ``optim``: the one AdamW and learning-rate schedule that SFT, RL and FSDP build.
 - ``checkpoint`` (exact resume), ``monitor`` (metrics.jsonl, entropy-law fit), ``report`` (report.html).
-- ``pipeline`` (``verigym train`` / ``verigym sft``) and ``quickstart``; ``load_model``: the model
-  and tokenizer of a ``[model]`` table through the one opener (``policies.spec.load_weights``), for
-  training and the benchmark scripts.
+- ``pipeline`` (``verigym train`` / ``verigym sft``; the quickstart recipes on top of it are
+  ``verigym.recipes``); ``load_model``: the model and tokenizer of a ``[model]`` table through the one
+  opener (``policies.spec.load_weights``), for training, the recipes and the benchmark scripts.
 - ``rewards``: scored groups to rows with advantages (``Group``, ``Sample``, ``StepBatch``).
 - The hooks ``verigym.scale`` builds on: ``forward_logprobs`` (the current policy's per-token
   logprobs of rows) and ``set_training`` (the model's train/eval flag), exported here;
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from verigym.train.config import TrainConfig, build_config, load_config
     from verigym.train.pipeline import run_sft, run_train
     from verigym.train.presets import PRESETS
-    from verigym.train.quickstart import quickstart, quickstart_config
     from verigym.train.rewards import Group, Sample, StepBatch
     from verigym.train.rl import RLTrainer
     from verigym.train.sft import sft_train
@@ -56,8 +55,6 @@ __getattr__: Callable[[str], object] = lazy_getattr(
         "run_sft": "verigym.train.pipeline",
         "run_train": "verigym.train.pipeline",
         "PRESETS": "verigym.train.presets",
-        "quickstart": "verigym.train.quickstart",
-        "quickstart_config": "verigym.train.quickstart",
         "Group": "verigym.train.rewards",
         "Sample": "verigym.train.rewards",
         "StepBatch": "verigym.train.rewards",
@@ -79,8 +76,6 @@ __all__ = [
     "forward_logprobs",
     "load_config",
     "load_model",
-    "quickstart",
-    "quickstart_config",
     "run_sft",
     "run_train",
     "set_training",
