@@ -65,7 +65,13 @@ def _calls_valid(message: Any, tools: list[dict[str, Any]]) -> bool:
 
 
 async def _validity(
-    url: str, model: str, n: int, concurrency: int, max_tokens: int, sides: list[str] | None = None
+    url: str,
+    model: str,
+    n: int,
+    concurrency: int,
+    max_tokens: int,
+    sides: list[str] | None = None,
+    log: Path | None = None,
 ) -> dict[str, Any]:
     client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=3600)
     model = (await client.models.list()).data[0].id  # the name the server serves the model under
@@ -111,6 +117,11 @@ async def _validity(
         )
         valid.setdefault(side, []).append(ok)
         finish.setdefault(side, []).append(r.choices[0].finish_reason)
+        if log is not None:  # each reply as it comes: a run stopped early still shows what it measured
+            with log.open("a") as f:
+                line = {"side": side, "i": i, "valid": ok, "finish": r.choices[0].finish_reason,
+                        "tokens": r.usage.completion_tokens if r.usage else None}  # fmt: skip
+                f.write(json.dumps(line) + "\n")
 
     start = time.perf_counter()
     await asyncio.gather(*(one(*job) for job in jobs))
@@ -214,7 +225,15 @@ def main() -> None:
         proc, url = spawn_server(args.model, threads=args.threads)
         try:
             result["validity"] = asyncio.run(
-                _validity(url, args.model, args.requests, args.concurrency, args.max_tokens, args.sides)
+                _validity(
+                    url,
+                    args.model,
+                    args.requests,
+                    args.concurrency,
+                    args.max_tokens,
+                    args.sides,
+                    args.out / "replies.jsonl",
+                )
             )
         finally:
             proc.terminate()
