@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -59,6 +59,16 @@ def _fusable(params: list[torch.nn.Parameter]) -> bool:
     )
 
 
+def _moved(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+    """After a fused step: the parameters' version counters said unchanged (the fused kernel writes
+    without bumping them), so what is keyed on them went stale: the local decode path's weight copies
+    (``policies.local._fast_llama``) kept sampling every later RL step from the first step's weights.
+    Found by issue 42's training soak on SmolLM2."""
+    from torch.autograd.graph import increment_version
+
+    increment_version([p for group in optimizer.param_groups for p in group["params"]])
+
+
 def make_optimizer(
     params: Iterable[torch.nn.Parameter],
     cfg: OptimSettings,
@@ -78,6 +88,7 @@ def make_optimizer(
     trainable = [p for p in params if p.requires_grad]
     if foreach and _fusable(trainable):
         optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+        optimizer.register_step_post_hook(_moved)
     else:
         optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=foreach)
     return optimizer, make_scheduler(optimizer, cfg.lr_schedule, cfg.warmup_steps, total)
