@@ -64,7 +64,11 @@ def _worker(args: argparse.Namespace) -> None:
     import verigym
     from gpu_rl_update import fill_old_logprobs, make_rows  # the GPU benchmark's batch, on the CPU
     from verigym.policies.catalogue import resolve
-    from verigym.recipes.quickstart_real import real_quickstart_config
+
+    try:
+        from verigym.recipes.quickstart_real import real_quickstart_config
+    except ImportError:  # a base revision from before verigym.recipes (8ecc9df)
+        from verigym.train.quickstart_real import real_quickstart_config  # type: ignore[no-redef]
     from verigym.train._update import UpdateState, policy_update
     from verigym.train.optim import make_optimizer
 
