@@ -9,6 +9,7 @@ model); ``verigym.load_env`` loads an environment.
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from verigym._deprecated import install as _answer_old_paths
 from verigym._lazy import lazy_getattr
 from verigym.envs.base import Environment, MultiTurnEnv, SingleTurnEnv
 from verigym.policies.base import Policy, PolicyError, sample
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from verigym.policies.spec import ModelSpec, make_policy
 
 __version__ = "0.1.0"
+
+_answer_old_paths()  # the moved modules' old paths (verigym._deprecated.ALIASES), with a warning
 
 # Lazy: the registry (and any environment), the eval workflow and the model factory are imported only
 # when asked for. ``verigym.eval`` is the subpackage; ``verigym.evaluate`` runs one eval.

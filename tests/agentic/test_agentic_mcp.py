@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from verigym.cli import app
 from verigym.eval.store import load_records
-from verigym.mcp_tools import MCPTools
+from verigym.tools import MCPTools
 
 HERE = Path(__file__).resolve().parent
 ENV = f"{HERE / 'agentic_envs.py'}:NeedsAdd"

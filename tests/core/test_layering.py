@@ -46,7 +46,6 @@ LAYERS: dict[str, int] = {
     "record": 1,  # the typed, versioned run record (header, summaries, the one fold, read_run); types only
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym
     "tools": 2,
-    "mcp_tools": 2,  # re-exports tools._mcp under its old path
     "rubric": 2,
     "graders": 2,
     "policies": 2,
@@ -66,6 +65,7 @@ LAYERS: dict[str, int] = {
     "cli": 6,
     "_cli": 6,
     "__main__": 6,
+    "_deprecated": 6,  # the old import paths and their removal versions; names modules of every layer
     "": 6,  # verigym/__init__.py, the public API
 }
 FORBIDDEN = {("train", "eval")}

@@ -1,13 +1,14 @@
 """Every public import path of the graders, and every name each one documents in ``__all__``, imports.
 
 The families are packages (``graders/math/``, ``graders/code/``, ...) that re-export their private
-modules; ``verigym.graders.sandbox`` and ``verigym.graders.swe`` are the code family's modules
-under their original paths.
+modules; the bubblewrap sandbox and SWE grading are the code family's ``code.sandbox`` and
+``code.swe`` (their old paths ``verigym.graders.sandbox``/``swe``: ``tests/core/test_deprecated.py``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,11 @@ DOCUMENTED: dict[str, list[str]] = {
         "BENCH", "CaseResult", "CodeResult", "TaskTestsError", "bench_verdict", "bench_warmup", "check_suite_line",
         "code_grader", "compare_output", "entry_points", "extract_code", "run_function_tests", "run_io_tests",
     ],
-    "verigym.graders.sandbox": [
+    "verigym.graders.code.sandbox": [
         "Limits", "Sandbox", "SandboxResult", "SandboxUnavailable", "kill_group", "python_executable",
         "random_uid", "run_sandboxed", "site_packages",
     ],
-    "verigym.graders.swe": [
+    "verigym.graders.code.swe": [
         "BENCH", "PROTECTED_PATTERNS", "TEST_PATTERNS", "PatchError", "SweResult", "apply_patch", "bench_verdict",
         "framework_refs", "grade_repo", "is_protected", "is_test_path", "swe_grader",
     ],
@@ -88,11 +89,16 @@ def test_documented_names_import(path: str) -> None:
     assert not missing, f"{path} lacks {missing}"
 
 
-def test_sandbox_and_swe_keep_their_paths() -> None:
-    from verigym.graders import code, sandbox, swe
+def test_the_swe_family_is_found_in_the_code_package() -> None:
+    """``swe`` is declared by ``code/swe.py`` (a family package's public module with a ``BENCH``): found
+    by name without the old ``verigym.graders.swe`` path, which is never imported for it."""
+    from verigym.graders.code import swe
 
-    assert sandbox.Sandbox is code.sandbox.Sandbox and sandbox.run_sandboxed is code.sandbox.run_sandboxed
-    assert swe.swe_grader is code.swe.swe_grader and swe.bench_verdict is code.swe.bench_verdict
+    sys.modules.pop("verigym.graders.swe", None)
+    family = find_family("swe")
+    assert family.source == "verigym.graders.code.swe" and family.verdict is swe.bench_verdict
+    assert "verigym.graders.swe" not in sys.modules
+    assert find_family("verigym.graders.code.swe") == family and "swe" in grader_families()
 
 
 @pytest.mark.parametrize("family", sorted(grader_families()))

@@ -66,8 +66,8 @@ def verifier_bench(
     """Measure a grader family on a labeled suite: FP rate, FN rate, accuracy, errors, checks/s."""
     from verigym.envs.registry import EnvError, load_grader_family
     from verigym.graders.bench import BenchError, run_bench
+    from verigym.graders.code.sandbox import SandboxUnavailable
     from verigym.graders.families import UnknownFamilyError
-    from verigym.graders.sandbox import SandboxUnavailable
 
     try:
         load_grader_family(grader)  # an unknown or broken family fails here, in one line

@@ -4,8 +4,8 @@ Families (each with a labeled suite under ``tests/suites/`` and ``verigym verifi
 
 - ``math``: final-answer equivalence (extraction, LaTeX parser, timeout worker);
 - ``code``: hidden tests in the bubblewrap ``code.sandbox``, and SWE-style repository grading
-  (``code.swe``); ``verigym.graders.sandbox`` and ``verigym.graders.swe`` are the same modules'
-  public paths;
+  (``code.swe``, the ``swe`` family); ``verigym.graders.sandbox`` and ``verigym.graders.swe`` are
+  their old paths until verigym 0.3 (``verigym._deprecated``);
 - ``instructions``: IFEval-style verifiable instructions;
 - ``judge``: LLM rubric judge over any ``Policy``;
 - ``toolcall``: BFCL-style call matching, final-state and required-output graders;

@@ -3,11 +3,13 @@
 A family's module declares ``BENCH = GraderFamily(name, verdict, suites=..., ...)`` beside its
 ``bench_verdict``; nothing else lists it. The families are a ``verigym.registry.Registry``
 (``FAMILIES``), so a ``verigym.plugins`` package adds one with ``register_family``.
-``find_family(name)`` looks, in order, at families registered at run time (``register_family``), at ``verigym.graders.<name>`` (a family is found
-under its own name, importing that one module), at a dotted module path (its ``BENCH``, or the
-older convention of module-level ``bench_verdict`` / ``SUITE_FIELDS`` / ``bench_warmup`` /
-``check_suite_line``), and last at every public module of ``verigym.graders``
-(``grader_families()``, which imports them all: only for listing and for the error message).
+``find_family(name)`` looks, in order, at families registered at run time (``register_family``), at
+``verigym.graders.<name>`` when that module or package exists (a family is found under its own name,
+importing that one module), at a dotted module path (its ``BENCH``, or the older convention of
+module-level ``bench_verdict`` / ``SUITE_FIELDS`` / ``bench_warmup`` / ``check_suite_line``), and last
+at every public module of ``verigym.graders`` and every public module of a family package that
+declares a top-level ``BENCH`` (``swe`` in ``code/swe.py``; ``grader_families()``, which imports them
+all: only for listing and for the error message).
 
 Graders never import environments. An environment whose graders need the environment itself to be
 measured (``repo_fix`` replays episodes through its tools) declares its family on its class, as
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,15 +64,29 @@ class GraderFamily:
 
 
 _SKIP = frozenset({"bench", "families"})  # graders' public modules that are not families
+_HERE = Path(__file__).parent
+
+
+def _candidates() -> list[str]:
+    """The modules that may declare a family: each public module or package of ``verigym.graders``,
+    then each public module of those packages whose source declares a top-level ``BENCH``."""
+    out: list[str] = []
+    for info in pkgutil.iter_modules([str(_HERE)]):  # verigym.graders, not imported
+        if info.name.startswith("_") or info.name in _SKIP:
+            continue
+        out.append(f"verigym.graders.{info.name}")
+        if info.ispkg:
+            for path in sorted((_HERE / info.name).glob("[!_]*.py")):
+                if re.search(r"^BENCH\s*=", path.read_text(encoding="utf-8"), flags=re.MULTILINE):
+                    out.append(f"verigym.graders.{info.name}.{path.stem}")
+    return out
 
 
 def _scan() -> dict[str, GraderFamily]:
-    """The families of ``verigym.graders``: each public module is imported and its ``BENCH`` read."""
+    """The families of ``verigym.graders``: each candidate module is imported and its ``BENCH`` read."""
     out: dict[str, GraderFamily] = {}
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):  # verigym.graders, not imported
-        if info.name.startswith("_") or info.name in _SKIP:
-            continue
-        module = _import(f"verigym.graders.{info.name}")
+    for path in _candidates():
+        module = _import(path)
         family = None if module is None else _declared(module)
         if family is not None and family.name not in out:
             out[family.name] = family
@@ -132,7 +149,7 @@ def find_family(name: str) -> GraderFamily:
     registered = FAMILIES.registered().get(name)
     if isinstance(registered, GraderFamily):
         return registered
-    if name.isidentifier():
+    if name.isidentifier() and ((_HERE / f"{name}.py").is_file() or (_HERE / name / "__init__.py").is_file()):
         module = _import(f"verigym.graders.{name}")
         family = None if module is None else _declared(module)
         if family is not None and family.name == name:

@@ -33,7 +33,6 @@ from verigym.runner import tuned_gc
 from verigym.train import checkpoint as ckpt
 from verigym.train._model import evaluate, load_model
 from verigym.train._produce import EnvSlot, Producer
-from verigym.train._rewards import StepBatch, assign_advantages
 from verigym.train._update import UpdateState, policy_update
 from verigym.train.checkpoint import TrainingHalted
 from verigym.train.config import ConfigError, EnvConfig, TrainConfig
@@ -42,6 +41,7 @@ from verigym.train.group_filters import DifficultyTracker
 from verigym.train.losses import AdaptiveEntropy
 from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
+from verigym.train.rewards import StepBatch, assign_advantages
 from verigym.train.rollouts import RolloutSample
 from verigym.types import Sampling, Task
 

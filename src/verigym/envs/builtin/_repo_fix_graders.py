@@ -2,7 +2,7 @@
 
 The stack follows the coding-agent graders of the agent-training lecture (Weizhu Chen, "Challenges
 and Lessons from Training Agentic Models", 2025): a unit-test grader (the hard requirement, the
-SWE grader of ``verigym.graders.swe``) and, as separate named graders,
+SWE grader of ``verigym.graders.code.swe``) and, as separate named graders,
 
 - ``patch``: the final change as a unified diff applies cleanly to the original tree, touches no
   protected file (tests, conftest, test/CI config), changes something, and is in good form: every

@@ -12,7 +12,7 @@ repository as it is before the fix: the row's ``repo_dir`` (relative to the file
 ``max_prompt_chars``; past that only their paths) are shown; the model answers with a unified
 diff in a ```` ```diff ```` block.
 
-**Grader** (``graders.swe``): the diff is applied to the repository; every protected file
+**Grader** (``graders.code.swe``): the diff is applied to the repository; every protected file
 (tests, ``conftest.py``, test/CI configuration) is reset, test files the candidate added are
 removed, and the files ``test_patch`` touches are written over them (the hidden tests: tamper
 detection, SWE-bench style); then FAIL_TO_PASS and PASS_TO_PASS run under pytest. Resolved = all
@@ -41,7 +41,7 @@ from verigym.envs.builtin._swe_docker import docker_status, grade_in_docker
 from verigym.envs.datasets import DatasetError
 from verigym.envs.procedural import HandsOutTasks
 from verigym.envs.registry import EnvArgError
-from verigym.graders.swe import PatchError, apply_patch, is_test_path, swe_grader
+from verigym.graders.code.swe import PatchError, apply_patch, is_test_path, swe_grader
 from verigym.policies.base import Policy
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.rubric import Grader, Rubric

@@ -17,11 +17,11 @@ Labeled suites: ``tests/suites/code.jsonl``, ``tests/suites/code_hostile.jsonl``
 ``tests/suites/code_adversarial.jsonl`` (boundary attacks and correct-but-unusual code; ``--grader
 code``), ``tests/suites/code_swe.jsonl`` (``--grader swe``).
 
-Inside: ``sandbox`` (the bwrap sandbox; also importable as ``verigym.graders.sandbox``),
+Inside: ``sandbox`` (the bwrap sandbox; ``verigym.graders.sandbox`` until verigym 0.3),
 ``_sandbox_io`` (limits, staging, output collection), ``_cgroup``, ``_audit`` (sandbox event
 log), ``_pool`` (warm pre-started workers), ``_session`` (one sandboxed worker per candidate),
 ``_worker`` + ``_codec`` (the stdlib-only program inside the sandbox and its wire format),
-``_tests`` (hidden-test evaluation), ``swe`` (also ``verigym.graders.swe``), ``patch``
+``_tests`` (hidden-test evaluation), ``swe`` (the ``swe`` family; ``verigym.graders.swe`` until 0.3), ``patch``
 (unified diffs; public, the repo-fix graders and ``hacking`` use it), ``_pytest_run`` (the in-sandbox pytest runner), ``_runner`` (the candidate run against function or
 stdin/stdout tests, case limits, output comparison), ``_execution`` (the grader and its bench hooks;
 its ``__all__``, which names the runner's results and functions too, is re-exported here).

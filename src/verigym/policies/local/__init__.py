@@ -17,7 +17,7 @@ token ids and logprobs, and the parts under it that ``verigym serve`` shares.
 
 ``verigym.policies.local`` was one module before; everything it exported is exported here, and
 ``verigym.policies.chat`` / ``verigym.policies.lora`` are the old paths of ``chat`` / ``lora`` (until
-verigym 0.3).
+verigym 0.3, ``verigym._deprecated``).
 """
 
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec
