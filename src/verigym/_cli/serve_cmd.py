@@ -1,18 +1,23 @@
-"""CLI: ``verigym serve MODEL_PATH`` — an OpenAI-compatible HTTP server for a local model."""
+"""CLI: ``verigym serve MODEL_PATH`` — an OpenAI-compatible HTTP server for a local model.
+
+The command checks its flags into a ``verigym.serve.workflow.ServeConfig`` and hands it to the library's
+``serve_model`` (the config checked, the model opened through the one opener with its adapters, the app
+served in the foreground), drawing its events. Bad input is one red line and exit 2.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
-from verigym._cli.common import Dtype, ToolFormat, console, fail, model_spec
+from verigym._cli.common import Dtype, ToolFormat, console, fail
 
-__all__ = ["register"]
+__all__ = ["load_policy", "register", "serve_cmd"]
 
 # ``verigym.serve.ServeLimits``' defaults, spelled here so that ``verigym --help`` does not import the
 # server (and torch); a test keeps them equal
@@ -29,56 +34,25 @@ def load_policy(
     tool_format: str | None = None,
 ) -> Any:
     """The ``LocalPolicy`` for ``model_path`` (a directory, a hub name, or tiny/small/base for a fresh
-    model) through the one opener (``policies.spec.open_model``); its failures name MODEL_PATH or the flag."""
-    from verigym.policies.base import ModelSpecError, PolicyError
-    from verigym.policies.default import resolve_model_dir
-    from verigym.policies.spec import open_model
+    model) through the library's ``verigym.serve.workflow.open_served_policy``; what it says is printed
+    and its failures are one line naming MODEL_PATH or the flag."""
+    from verigym.serve.workflow import ServeConfig, ServeSetupError, open_served_policy
 
-    values = {"model": model_path, "dtype": dtype or "auto", "device": device, "tool_format": tool_format}
-    spec = model_spec({**values, "max_batch_rows": max_batch_rows})
-    path = Path(model_path).expanduser()
-    found = resolve_model_dir(path) if path.is_dir() else None
-    record = _record(found) if found is not None else None  # said before the (slow) load
+    config = ServeConfig(
+        model=model_path, dtype=dtype, device=device, max_batch_rows=max_batch_rows, tool_format=tool_format
+    )
     try:
-        opened = open_model(spec)
-    except ModelSpecError as exc:
-        if exc.field != "model":
-            fail(exc.worded("--"))
-        fail(exc.worded({"model": "MODEL_PATH"}) if exc.value is not None else f"MODEL_PATH {exc}")
-    except (PolicyError, ValueError, OSError) as exc:
-        fail(f"MODEL_PATH {model_path}: {exc}")
-    if record is None and found is None and model_path in ("tiny", "small", "base"):
-        console.print(f"[yellow]{opened.description}[/]")
-    return opened.policy
+        return open_served_policy(config, _show)
+    except ServeSetupError as exc:
+        fail(str(exc))
 
 
-def _record(model_dir: Path) -> Any:
-    """The training record of a checkpoint verigym trained (``policies.trained``), said in one line:
-    what it was trained on, the tool format it is served in, and the eval that matches its training."""
-    from rich.markup import escape
-
-    from verigym.policies.trained import RecordError, read_record
-
-    try:
-        record = read_record(model_dir)
-    except RecordError as exc:
-        fail(f"MODEL_PATH {model_dir}: {exc}")
-    if record is None:
-        return None
-    console.print(f"[dim]{escape(str(model_dir))}: {escape(record.describe())}[/]")
-    for env in record.envs:
-        args = "".join(f" --env-arg {k}={_arg(v)}" for k, v in env.args.items())
-        if args:
-            console.print(
-                f"[dim]  evaluate it as trained: verigym eval {env.name} --base-url URL{escape(args)}[/]"
-            )
-    return record
-
-
-def _arg(value: Any) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value)
+def _show(event: Any) -> None:
+    """A ``ServeEvent`` before the server listens: a training record's lines, a fresh model's description."""
+    if event.kind == "record":
+        console.print(f"[dim]{escape(event.message)}[/]")
+    elif event.kind == "policy":
+        console.print(f"[yellow]{event.message}[/]")
 
 
 def serve_cmd(
@@ -162,10 +136,9 @@ def serve_cmd(
     ),
 ) -> None:
     """Serve a local model over the OpenAI API (chat, completions, streaming, logprobs, token ids, LoRA)."""
-    if not 0 < port < 65536:
-        fail(f"--port must be in 1..65535, got {port}")
-    if max_batch_rows < 1:
-        fail(f"--max-batch-rows must be at least 1, got {max_batch_rows}")
+    from verigym.serve import ServeLimits, ServerLimits
+    from verigym.serve.workflow import ServeConfig, ServeSetupError, check
+
     key = _api_key(api_key, api_key_env)
     for flag, value in (
         ("--max-body-bytes", max_body_bytes),
@@ -183,65 +156,67 @@ def serve_cmd(
     ):
         if not 0 < seconds < 1e9:  # NaN fails both
             fail(f"{flag} must be a number of seconds above 0, got {seconds}")
-    if allow_adapter_loading is not None and not allow_adapter_loading.expanduser().is_dir():
-        fail(f"--allow-adapter-loading {allow_adapter_loading}: no such directory")
-    adapter_dir = allow_adapter_loading.expanduser() if allow_adapter_loading is not None else None
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
-    if threads is not None and threads < 1:
-        fail(f"--threads must be at least 1, got {threads}")
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    from verigym.policies.base import PolicyError
-    from verigym.policies.tiny import count_parameters
-    from verigym.serve import ServeLimits, ServerLimits, serve
-
-    hf_logging.disable_progress_bar()
-    if threads is not None:
-        torch.set_num_threads(threads)
-
-    with console.status(f"loading {model_path}..."):
-        policy = load_policy(model_path, dtype, device, max_batch_rows, tool_format)
-        for item in lora or []:
-            adapter, sep, path = item.partition("=")
-            if not sep or not adapter or not path:
-                fail(f"--lora {item!r}: expected NAME=PATH")
-            try:
-                policy.load_adapter(path, adapter)
-            except PolicyError as exc:
-                fail(f"--lora {item}: {exc}")
-    served = name or policy.name
-    params = count_parameters(policy.model)
-    console.print(
-        f"Serving [bold]{served}[/] ({params:,} parameters, {next(policy.model.parameters()).device}) at "
-        f"[bold]http://{host}:{port}/v1[/] — Ctrl-C to stop"
-    )
-    if policy.adapters:
-        console.print(f"LoRA adapters: {', '.join(policy.adapters)}")
-    if adapter_dir is not None:
-        console.print(f"Loading weights at run time: from {adapter_dir.resolve()} only")
-    if key is not None:
-        console.print("API key required (Authorization: Bearer ...) on every endpoint but /health")
-    elif not _loopback(host):
-        console.print(
-            f"[yellow]--host {host} without --api-key-env: anyone who can reach this port can use the model[/]"
-        )
-    limits = ServeLimits(max_body_bytes, max_concurrent_requests, max_queued_tokens)
-    server_limits = ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections)
-    serve(
-        policy,
+    config = ServeConfig(
+        model=model_path,
         host=host,
         port=port,
-        name=served,
+        name=name,
+        dtype=dtype,
+        device=device,
+        lora=tuple(lora or ()),
+        max_batch_rows=max_batch_rows,
+        tool_format=tool_format,
+        threads=threads,
         api_key=key,
-        limits=limits,
-        adapter_dir=adapter_dir,
-        server_limits=server_limits,
+        limits=ServeLimits(max_body_bytes, max_concurrent_requests, max_queued_tokens),
+        server_limits=ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections),
+        adapter_dir=allow_adapter_loading.expanduser() if allow_adapter_loading is not None else None,
     )
+    try:
+        check(config)  # before torch loads: a bad port or folder is told at once
+        _serve(config)
+    except ServeSetupError as exc:
+        fail(str(exc))
+
+
+def _serve(config: Any) -> None:
+    """``verigym.serve.workflow.serve_model`` with its events drawn: a spinner while the model loads, its
+    record's lines, then where it is served and how it is guarded."""
+    from transformers.utils import logging as hf_logging
+
+    from verigym.serve.workflow import ServeEvent, serve_model
+
+    hf_logging.disable_progress_bar()
+    status = console.status(f"loading {config.model}...")
+
+    def on_event(event: ServeEvent) -> None:
+        if event.kind == "loading":
+            status.start()
+            return
+        if event.kind != "ready":
+            _show(event)
+            return
+        status.stop()
+        console.print(
+            f"Serving [bold]{event.name}[/] ({event.parameters:,} parameters, {event.device}) at "
+            f"[bold]{event.url}[/] — Ctrl-C to stop"
+        )
+        if event.adapters:
+            console.print(f"LoRA adapters: {', '.join(event.adapters)}")
+        if config.adapter_dir is not None:
+            console.print(f"Loading weights at run time: from {config.adapter_dir.resolve()} only")
+        if config.api_key is not None:
+            console.print("API key required (Authorization: Bearer ...) on every endpoint but /health")
+        elif not _loopback(config.host):
+            console.print(
+                f"[yellow]--host {config.host} without --api-key-env: anyone who can reach this port can use "
+                "the model[/]"
+            )
+
+    try:
+        serve_model(config, on_event=on_event)
+    finally:
+        status.stop()
 
 
 def _api_key(value: str | None, env: str | None) -> str | None:

@@ -202,6 +202,9 @@ class RunningServer:
         return f"{self._handle.url}/v1"
 
     def start(self, timeout_s: float = 30.0) -> RunningServer:
+        """Start the server thread (once: a started server is returned as it is)."""
+        if self._handle is not None:
+            return self
         self._handle = start_in_thread(
             self.app,
             self.host,
