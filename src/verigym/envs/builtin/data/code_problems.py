@@ -2,7 +2,7 @@
 
 Each problem: ``id``, ``tier``, ``entry_point``, ``prompt`` (the statement with the signature),
 ``solution`` (a reference solution) and ``tests`` (hidden ``assert`` lines calling the entry
-point). Tiers 2 and 3 are in ``code_problems_hard``. ``tests/envs_collection`` checks that every
+point). Tiers 2 and 3 are in ``code_problems_hard``. ``tests/envs/builtin/test_code.py`` checks that every
 reference solution passes its tests.
 """
 

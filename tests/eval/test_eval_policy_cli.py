@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from verigym.cli import app
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "code_benchmarks"  # humaneval rows
 runner = CliRunner()
 
 

@@ -14,7 +14,7 @@ from verigym.envs.datasets import DatasetError
 from verigym.envs.registry import EnvArgError, list_envs, load_env
 from verigym.types import Message, Trajectory, Turn
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[2] / "fixtures" / "code_benchmarks"  # humaneval and mbpp rows
 
 
 def reply(text: str) -> Trajectory:

@@ -16,7 +16,7 @@ from verigym.graders.instructions import check_instruction, detect_language
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Sampling, Score
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ifeval" / "sample.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "ifeval" / "sample.jsonl"
 END = {"end_phrase": "Is there anything else I can help with?"}
 
 

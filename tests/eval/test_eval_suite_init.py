@@ -18,7 +18,7 @@ from verigym.eval.suites import SUITES, SuiteError, run_suite, suite_members
 from verigym.record import read_run
 
 
-def test_collb_suite_scorecard(tmp_path: Path) -> None:
+def test_suite_scorecard(tmp_path: Path) -> None:
     base = EvalConfig(env="suite", num_tasks=3, concurrency=4)
     card = asyncio.run(run_suite("arithmetic,search,no_such_env", "oracle", base, out=tmp_path))
     rows = {r["env"]: r for r in card["envs"]}
@@ -40,7 +40,7 @@ def test_collb_suite_scorecard(tmp_path: Path) -> None:
     assert null["envs"][0]["reward_mean"] == 0.0
 
 
-def test_collb_suite_names() -> None:
+def test_suite_names() -> None:
     assert [n for n, _ in SUITES["holistic"]] == [
         "arithmetic", "math", "code", "tools", "wordle", "instructions", "json_extract",
         "search", "repo_fix", "rubric_writing",
@@ -51,14 +51,14 @@ def test_collb_suite_names() -> None:
     assert bad.exit_code == 2 and "unknown suite" in bad.output
 
 
-def test_collb_suite_cli_with_oracle(tmp_path: Path) -> None:
+def test_suite_cli_with_oracle(tmp_path: Path) -> None:
     out = tmp_path / "card"
     result = CliRunner().invoke(app, ["suite", "smoke", "--policy", "oracle", "-n", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "rubric_writing" in result.output and (out / "scorecard.html").exists()
 
 
-def test_collb_init_package_loads_and_passes_check_env(tmp_path: Path) -> None:
+def test_init_package_loads_and_passes_check_env(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["init", "word-flip", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     root = tmp_path / "word-flip"

@@ -16,7 +16,7 @@ from verigym.graders.toolcall import Call, bfcl_string, match_any, toolcall_grad
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Sampling, Task, ToolCall
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl" / "BFCL_sample.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl" / "BFCL_sample.json"
 
 
 def task(task_id: str) -> Task:

@@ -1,4 +1,4 @@
-"""search, repo_fix and rubric_writing: check-env conformance, graders that can fail, judge wiring."""
+"""The repo_fix environment: check-env conformance, grading that can fail, tampering, path escapes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ import json
 import pytest
 
 from verigym.envs.builtin.repo_fix import RepoFixEnv, run_tests_in_sandbox
-from verigym.envs.builtin.rubric_writing import RubricWritingEnv
-from verigym.envs.builtin.search import SearchEnv, build_kb
 from verigym.envs.check import check_env
-from verigym.envs.registry import EnvArgError, load_env
-from verigym.policies.openai import OpenAIPolicy
+from verigym.envs.registry import load_env
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Message, Sampling, Task, ToolCall, Trajectory, Turn
 
@@ -24,36 +21,18 @@ def _reply(task: Task, text: str, state: dict | None = None) -> Trajectory:
 
 
 @pytest.mark.parametrize(
-    ("name", "args", "n"),
+    ("args", "n"),
     [
-        ("search", {"level": 1}, 8),
-        ("search", {"level": 4}, 8),
-        ("repo_fix", {"level": 2}, 4),
-        ("rubric_writing", {"level": 3}, 8),
+        ({"level": 2}, 4),
     ],
 )
-def test_collb_check_env_passes(name: str, args: dict, n: int) -> None:
-    report = check_env(load_env(name, **args), n=n)
+def test_check_env_passes(args: dict, n: int) -> None:
+    report = check_env(load_env("repo_fix", **args), n=n)
     assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
     assert {r.name: r.status for r in report.results}["oracle"] == "pass"
 
 
-def test_collb_search_kb_and_grader() -> None:
-    kb = build_kb(0, 30)
-    assert build_kb(0, 30).page("P001") == kb.page("P001")
-    assert len({e.name for e in kb.entities.values()}) == len(kb.entities)  # names unique
-    assert "P003" in kb.search(kb.entities["P003"].name)
-    env = SearchEnv(level=3)
-    task = env.tasks(1)[0]
-    grader = env.rubric.graders[0]
-    right = asyncio.run(grader.grade(task, _reply(task, f"...\nAnswer: {task.answer.upper()}.")))
-    wrong = asyncio.run(grader.grade(task, _reply(task, "Answer: Nobody")))
-    assert (right.score, wrong.score) == (1.0, 0.0)
-    with pytest.raises(EnvArgError):
-        SearchEnv(level=9)
-
-
-def test_collb_repo_fix_grading_and_tampering() -> None:
+def test_repo_fix_grading_and_tampering() -> None:
     env = RepoFixEnv(level=1, graders="tests")  # the unit-test grader and the penalty alone
     task = env.tasks(1, seed=3)[0]
     files = dict(task.info["repo_files"])
@@ -79,7 +58,7 @@ def test_collb_repo_fix_grading_and_tampering() -> None:
     assert asyncio.run(score(broken))[0] == 0.0
 
 
-def test_collb_repo_fix_tools_refuse_escaping_paths() -> None:
+def test_repo_fix_tools_refuse_escaping_paths() -> None:
     env = RepoFixEnv()
     task = env.tasks(1)[0]
     calls = [ToolCall(id="1", name="write_file", arguments=json.dumps({"path": "../x.py", "content": "x"}))]
@@ -90,25 +69,3 @@ def test_collb_repo_fix_tools_refuse_escaping_paths() -> None:
     tool_msg = next(m for m in traj.messages if m.role == "tool")
     assert tool_msg.content.startswith("Error:") and "relative" in tool_msg.content
     assert "../x.py" not in traj.state["files"]
-
-
-def test_collb_rubric_writing_judge_is_any_policy() -> None:
-    always_met = ScriptedPolicy(lambda m: '{"explanation": "ok", "criteria_met": true}', name="yes-judge")
-    env = RubricWritingEnv(judge=always_met)
-    task = env.tasks(1)[0]
-    text = " ".join(["word"] * 20)
-    score = asyncio.run(env.rubric.score(task, _reply(task, text)))
-    # every criterion "met" by this judge, the negative one included: (pos - 2) / pos, then + length
-    pos = sum(c["points"] for c in task.info["rubric"] if c["points"] > 0)
-    assert score.reward == pytest.approx(0.9 * (pos - 2) / pos + 0.1)
-    stand_in = RubricWritingEnv()
-    assert stand_in.judge_is_stand_in
-    banned = task.info["rubric"][-1]["criterion"].split('"')[1]
-    oracle_text = asyncio.run(
-        stand_in.oracle_policy().complete(list(stand_in.tasks(1)[0].prompt), sampling=Sampling())
-    ).text
-    assert banned not in oracle_text
-    remote = RubricWritingEnv(judge_base_url="http://127.0.0.1:9/v1", judge_model="judge")
-    assert isinstance(remote.judge, OpenAIPolicy) and not remote.judge_is_stand_in
-    with pytest.raises(EnvArgError):
-        RubricWritingEnv(judge=always_met, judge_base_url="http://127.0.0.1:9/v1")

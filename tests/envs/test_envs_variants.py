@@ -37,7 +37,7 @@ def bump(amount: int, state: State) -> int:
     return int(state["n"])
 
 
-def test_collb_variant_is_seeded_and_renames_everything() -> None:
+def test_variant_is_seeded_and_renames_everything() -> None:
     tools = [lookup_order, Tool.from_function(bump)]
     a, b = make_variant(tools, 7), make_variant(tools, 7)
     assert [t.schema() for t in a.tools] == [t.schema() for t in b.tools]
@@ -51,7 +51,7 @@ def test_collb_variant_is_seeded_and_renames_everything() -> None:
     assert len(many.distractors) == 3 and {d.name for d in DISTRACTORS} >= set(many.distractors)
 
 
-def test_collb_variant_tools_call_the_originals() -> None:
+def test_variant_tools_call_the_originals() -> None:
     v = make_variant([lookup_order, Tool.from_function(bump)], 3)
     renamed = next(t for t in v.tools if t.name == v.names["lookup_order"])
     arg = v.args["lookup_order"]
@@ -70,13 +70,13 @@ def test_collb_variant_tools_call_the_originals() -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_collb_search_oracle_solves_every_variant(seed: int) -> None:
+def test_search_oracle_solves_every_variant(seed: int) -> None:
     report = check_env(SearchEnv(level=2, tool_variant=seed), n=4)
     assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
 
 
 @pytest.mark.parametrize("seed", [0, 5])
-def test_collb_shop_oracle_solves_variants(seed: int) -> None:
+def test_shop_oracle_solves_variants(seed: int) -> None:
     env = with_tool_variant(load_env("tools"), seed)  # applied post hoc to the shop env
     assert {t["function"]["name"] for t in env.tool_schemas() or []}.isdisjoint(
         {t.name for t in env.base_tools}
@@ -85,7 +85,7 @@ def test_collb_shop_oracle_solves_variants(seed: int) -> None:
     assert report.ok, [f"{r.name}: {r.detail}" for r in report.failures]
 
 
-def test_collb_variant_breaks_an_unmapped_policy() -> None:
+def test_variant_breaks_an_unmapped_policy() -> None:
     """Without the mapping, a policy calling the original names fails: the variant is real."""
     env = SearchEnv(level=1, tool_variant=4)
     task = env.tasks(1)[0]

@@ -38,7 +38,7 @@ def _runs(n: int, p_a: float, p_b: float, seed: int) -> tuple[list[Record], list
     return a, b
 
 
-def test_collb_paired_bootstrap_covers_the_truth() -> None:
+def test_paired_bootstrap_covers_the_truth() -> None:
     a, b = _runs(300, 0.4, 0.6, seed=1)
     comp = compare_records(a, b)
     assert comp.ci95 is not None and comp.delta is not None
@@ -50,12 +50,12 @@ def test_collb_paired_bootstrap_covers_the_truth() -> None:
     assert same.ci95 is not None and same.ci95[0] < 0 < same.ci95[1]
 
 
-def test_collb_paired_bootstrap_exact_cases() -> None:
+def test_paired_bootstrap_exact_cases() -> None:
     delta, (lo, hi), p = paired_bootstrap([0.0, 0.5, 1.0], [0.5, 1.0, 1.5])
     assert (delta, lo, hi, p) == (0.5, 0.5, 0.5, 0.0)  # a constant shift has a zero-width interval
 
 
-def test_collb_compare_pairs_tasks_and_counts_errors(tmp_path: Path) -> None:
+def test_compare_pairs_tasks_and_counts_errors(tmp_path: Path) -> None:
     a = [_record("t1", 0, 1.0), _record("t2", 0, 0.0), _record("t3", 0, 1.0)]
     b = [
         _record("t1", 0, 1.0),
@@ -71,7 +71,7 @@ def test_collb_compare_pairs_tasks_and_counts_errors(tmp_path: Path) -> None:
     assert "paired bootstrap" in page and "data:image/png;base64" in page
 
 
-def test_collb_compare_cli(tmp_path: Path) -> None:
+def test_compare_cli(tmp_path: Path) -> None:
     a, b = _runs(40, 0.3, 0.7, seed=3)
     for name, recs in (("a", a), ("b", b)):
         (tmp_path / name).mkdir()

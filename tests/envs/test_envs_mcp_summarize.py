@@ -18,7 +18,7 @@ from verigym.rubric import Grader, Rubric
 from verigym.tools import MCPError, MCPTools, tool
 from verigym.types import Grade, Message, Sampling, Task, ToolCall, Trajectory
 
-SERVER = Path(__file__).with_name("collb_mcp_server.py")
+SERVER = Path(__file__).with_name("envs_mcp_server.py")
 
 
 def _answer_is_7(task: Task, trajectory: Trajectory) -> Grade:
@@ -30,7 +30,7 @@ class _Env(ToolEnv):
         return [Task(id="t0", prompt=(Message(role="user", content="Add 2 and 5, keep a note."),))]
 
 
-def test_collb_mcp_tools_round_trip_in_a_tool_env() -> None:
+def test_mcp_tools_round_trip_in_a_tool_env() -> None:
     with MCPTools([sys.executable, str(SERVER)]) as mcp:
         names = sorted(t.name for t in mcp.tools)
         assert names == ["add", "read_note", "save_note"]
@@ -61,7 +61,7 @@ def test_collb_mcp_tools_round_trip_in_a_tool_env() -> None:
         asyncio.run(mcp.call("add", {"a": 1}))  # closed
 
 
-def test_collb_mcp_bad_command_is_one_clear_error() -> None:
+def test_mcp_bad_command_is_one_clear_error() -> None:
     with pytest.raises(MCPError, match=r"failed to start|did not start"):
         MCPTools([sys.executable, "-c", "import sys; sys.exit(3)"], startup_timeout_s=20)
 
@@ -99,7 +99,7 @@ def _reader(shown: list[list[Message]]) -> ScriptedPolicy:
     return ScriptedPolicy(reply, name="reader")  # type: ignore[arg-type]
 
 
-def test_collb_resum_triggers_at_the_budget() -> None:
+def test_resum_triggers_at_the_budget() -> None:
     inner = _Long([fetch], rubric=Rubric([Grader(lambda t, tr: 1.0, name="one")]), max_turns=20)
     page_tokens = approx_tokens([Message(role="tool", content=fetch(0))])
     budget = 3 * page_tokens  # a few pages fit, then the context must be summarized
@@ -126,7 +126,7 @@ def test_collb_resum_triggers_at_the_budget() -> None:
     assert not any(t.source == "summary" for t in big.turns)
 
 
-def test_collb_resum_other_summarizer_is_environment_text() -> None:
+def test_resum_other_summarizer_is_environment_text() -> None:
     inner = _Long([fetch], rubric=Rubric([Grader(lambda t, tr: 1.0, name="one")]), max_turns=20)
     summarizer = ScriptedPolicy(lambda m: "pages read so far: " + " ".join("page" for _ in m), name="summ")
     env = ReSumEnv(inner, max_context_tokens=200, summarizer=summarizer)

@@ -2,7 +2,7 @@
 
 from mcp.server.mcpserver import MCPServer
 
-server = MCPServer("collb-test-server")
+server = MCPServer("envs-test-server")
 NOTES: dict[str, str] = {}
 
 

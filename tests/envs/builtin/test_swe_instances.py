@@ -16,7 +16,7 @@ from verigym.envs.registry import EnvArgError, load_env
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.types import Sampling, Score
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "swe_instances" / "instances.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "swe_instances" / "instances.json"
 
 CHEAT = "\n".join(
     [
