@@ -97,6 +97,7 @@ def test_only_large_float32_cpu_weights_are_routed() -> None:
     assert not K.usable(x, torch.randn(256, 64))  # the tiny model's MLP: 16,384 < MIN_WEIGHT
     assert not K.usable(x.double(), torch.randn(2048, 64).double())
     assert not K.usable(x.bfloat16(), torch.randn(2048, 64).bfloat16())
+    assert not K.usable(torch.zeros(0, 576), torch.randn(1536, 576))  # no rows: F.linear
     lin = torch.nn.Linear(576, 1536)
     with K.training_kernels():
         y = lin(torch.randn(3, 576))

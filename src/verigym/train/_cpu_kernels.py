@@ -79,6 +79,7 @@ def usable(x: Any, weight: Any, bias: Any = None) -> bool:
         and weight.device.type == "cpu"
         and weight.dim() == 2
         and x.dim() >= 1
+        and x.numel() > 0  # oneDNN has no weight-gradient product over zero rows
         and weight.numel() >= MIN_WEIGHT
         and x.shape[-1] == weight.shape[1]
         and available()
