@@ -35,7 +35,14 @@ from verigym._cli.common import (
 if TYPE_CHECKING:
     from verigym.eval.config import EvalConfig
 
-__all__ = ["register", "run_suite_command", "write_package"]
+__all__ = [
+    "compare_command",
+    "init_command",
+    "register",
+    "run_suite_command",
+    "suite_command",
+    "write_package",
+]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
@@ -129,126 +136,117 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
     console.print(f"scorecard: {out / 'scorecard.json'} and {out / 'scorecard.html'}")
 
 
+def compare_command(
+    run_a: Path = typer.Argument(..., help="First eval run: its --out folder or results.jsonl."),
+    run_b: Path = typer.Argument(..., help="Second eval run, compared as B - A."),
+    out: Path | None = typer.Option(None, "--out", help="HTML file to write [default: RUN_B/compare.html]."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
+    show: int = typer.Option(10, "--show", help="How many tasks with the largest |delta| to print."),
+) -> None:
+    """Compare two eval runs task by task: deltas with a paired bootstrap CI and an HTML page."""
+    from rich.table import Table
+
+    from verigym.eval.compare import compare_runs, write_comparison
+    from verigym.eval.store import StoreError
+    from verigym.record import RunFormatError
+
+    try:
+        comp = compare_runs(run_a, run_b, seed=seed)
+    except (FileNotFoundError, StoreError, RunFormatError) as exc:
+        fail(str(exc))
+    if not comp.tasks:
+        fail(f"{run_a} and {run_b} share no scored task: nothing to compare")
+    table = Table(title=f"per task (B - A), {show} largest changes of {len(comp.tasks)}")
+    for col in ("task", "A", "B", "delta"):
+        table.add_column(col)
+    for t in sorted(comp.tasks, key=lambda t: -abs(t.delta))[:show]:
+        color = "green" if t.delta > 0 else "red" if t.delta < 0 else "white"
+        table.add_row(t.task_id, f"{t.a:.3f}", f"{t.b:.3f}", f"[{color}]{t.delta:+.3f}[/]")
+    console.print(table)
+    assert comp.ci95 is not None and comp.delta is not None
+    console.print(
+        f"overall: A {comp.mean_a:.3f}  B {comp.mean_b:.3f}  delta [bold]{comp.delta:+.3f}[/] "
+        f"(95% paired bootstrap CI [{comp.ci95[0]:+.3f}, {comp.ci95[1]:+.3f}], "
+        f"P(B not better) {comp.p_b_not_better:.3f}) over {len(comp.tasks)} paired tasks; "
+        f"errored samples A {comp.errors_a}, B {comp.errors_b}",
+        highlight=False,
+    )
+    for name, d in comp.grader_deltas.items():
+        console.print(f"  grader {name}: {d:+.3f}", highlight=False)
+    target = out or ((run_b if run_b.is_dir() else run_b.parent) / "compare.html")
+    write_comparison(comp, target)
+    console.print(f"wrote {target}")
+
+
+def suite_command(
+    name: str = typer.Argument(..., help="Suite name (holistic, agentic, reasoning, smoke) or env1,env2,..."),
+    model: str | None = typer.Option(None, "--model", "-m", help="Model name at --base-url (or local path)."),
+    base_url: BaseUrl = None,
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Variable holding the API key."),
+    policy: str | None = typer.Option(
+        None, "--policy", help="oracle or null: each env's own policy (a self-check)."
+    ),
+    num_tasks: int = typer.Option(20, "-n", "--num-tasks", help="Tasks per environment."),
+    samples_per_task: int = typer.Option(1, "-k", "--samples-per-task", help="Samples per task (pass@k)."),
+    temperature: Temperature = 1.0,
+    max_tokens: MaxTokens = 512,
+    concurrency: int = typer.Option(32, "--concurrency", help="Rollouts in flight at once."),
+    seed: int = typer.Option(0, "--seed", help="Seed of tasks and samples."),
+    env_arg: list[str] | None = typer.Option(
+        None, "--env-arg", help="key=value given to every env; repeatable."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Output folder [default: runs/suite-NAME-<time>]."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the runs in --out."),
+    threads: Threads = None,
+    dtype: Dtype = None,
+    tool_format: ToolFormat = None,
+) -> None:
+    """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
+    set_threads(threads)
+    from verigym.eval.config import ConfigError, build
+
+    try:
+        config = build(
+            {
+                "env": name, "model": model, "base_url": base_url or [], "api_key_env": api_key_env,
+                "num_tasks": num_tasks, "samples_per_task": samples_per_task, "temperature": temperature,
+                "max_tokens": max_tokens, "concurrency": concurrency, "seed": seed,
+                "out": str(out) if out else None, "env_args": parse_kv(env_arg, "--env-arg"),
+                "dtype": dtype, "tool_format": tool_format,
+            },
+            "suite",
+        )  # fmt: skip
+    except ConfigError as exc:
+        fail(str(exc))
+    run_suite_command(name, config, policy_kind=policy, resume=resume)
+
+
+def init_command(
+    name: str = typer.Argument(..., help="Environment name (lowercase, e.g. my-env); also the folder name."),
+    parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the package in."),
+    force: bool = typer.Option(False, "--force", help="Overwrite files in an existing folder."),
+    agent: bool = typer.Option(
+        False, "--agent", help="A package around an agent program (an openai-SDK loop to edit) instead."
+    ),
+) -> None:
+    """Write a pip-installable environment package: entry point, env module, check-env test, README
+    (with --agent: an agent program verigym runs as it is)."""
+    try:
+        root = write_package(name, parent, force=force, agent=agent)
+    except (ValueError, FileExistsError) as exc:
+        fail(str(exc))
+    console.print(f"wrote [bold]{root}[/]: pyproject.toml, src/, tests/, README.md")
+    if agent:
+        module = name.replace("-", "_")
+        console.print(
+            f"next: cd {root} && pip install -e . && verigym eval calc --agent {module}.agent:agent"
+        )
+    else:
+        console.print(f"next: cd {root} && pip install -e . && verigym check-env {name}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``compare``, ``suite`` and ``init`` to ``app``."""
-
-    @app.command("compare")
-    def compare_command(
-        run_a: Path = typer.Argument(..., help="First eval run: its --out folder or results.jsonl."),
-        run_b: Path = typer.Argument(..., help="Second eval run, compared as B - A."),
-        out: Path | None = typer.Option(
-            None, "--out", help="HTML file to write [default: RUN_B/compare.html]."
-        ),
-        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resampling."),
-        show: int = typer.Option(10, "--show", help="How many tasks with the largest |delta| to print."),
-    ) -> None:
-        """Compare two eval runs task by task: deltas with a paired bootstrap CI and an HTML page."""
-        from rich.table import Table
-
-        from verigym.eval.compare import compare_runs, write_comparison
-        from verigym.eval.store import StoreError
-        from verigym.record import RunFormatError
-
-        try:
-            comp = compare_runs(run_a, run_b, seed=seed)
-        except (FileNotFoundError, StoreError, RunFormatError) as exc:
-            fail(str(exc))
-        if not comp.tasks:
-            fail(f"{run_a} and {run_b} share no scored task: nothing to compare")
-        table = Table(title=f"per task (B - A), {show} largest changes of {len(comp.tasks)}")
-        for col in ("task", "A", "B", "delta"):
-            table.add_column(col)
-        for t in sorted(comp.tasks, key=lambda t: -abs(t.delta))[:show]:
-            color = "green" if t.delta > 0 else "red" if t.delta < 0 else "white"
-            table.add_row(t.task_id, f"{t.a:.3f}", f"{t.b:.3f}", f"[{color}]{t.delta:+.3f}[/]")
-        console.print(table)
-        assert comp.ci95 is not None and comp.delta is not None
-        console.print(
-            f"overall: A {comp.mean_a:.3f}  B {comp.mean_b:.3f}  delta [bold]{comp.delta:+.3f}[/] "
-            f"(95% paired bootstrap CI [{comp.ci95[0]:+.3f}, {comp.ci95[1]:+.3f}], "
-            f"P(B not better) {comp.p_b_not_better:.3f}) over {len(comp.tasks)} paired tasks; "
-            f"errored samples A {comp.errors_a}, B {comp.errors_b}",
-            highlight=False,
-        )
-        for name, d in comp.grader_deltas.items():
-            console.print(f"  grader {name}: {d:+.3f}", highlight=False)
-        target = out or ((run_b if run_b.is_dir() else run_b.parent) / "compare.html")
-        write_comparison(comp, target)
-        console.print(f"wrote {target}")
-
-    @app.command("suite")
-    def suite_command(
-        name: str = typer.Argument(
-            ..., help="Suite name (holistic, agentic, reasoning, smoke) or env1,env2,..."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", "-m", help="Model name at --base-url (or local path)."
-        ),
-        base_url: BaseUrl = None,
-        api_key_env: str | None = typer.Option(None, "--api-key-env", help="Variable holding the API key."),
-        policy: str | None = typer.Option(
-            None, "--policy", help="oracle or null: each env's own policy (a self-check)."
-        ),
-        num_tasks: int = typer.Option(20, "-n", "--num-tasks", help="Tasks per environment."),
-        samples_per_task: int = typer.Option(
-            1, "-k", "--samples-per-task", help="Samples per task (pass@k)."
-        ),
-        temperature: Temperature = 1.0,
-        max_tokens: MaxTokens = 512,
-        concurrency: int = typer.Option(32, "--concurrency", help="Rollouts in flight at once."),
-        seed: int = typer.Option(0, "--seed", help="Seed of tasks and samples."),
-        env_arg: list[str] | None = typer.Option(
-            None, "--env-arg", help="key=value given to every env; repeatable."
-        ),
-        out: Path | None = typer.Option(
-            None, "--out", help="Output folder [default: runs/suite-NAME-<time>]."
-        ),
-        resume: bool = typer.Option(False, "--resume", help="Continue the runs in --out."),
-        threads: Threads = None,
-        dtype: Dtype = None,
-        tool_format: ToolFormat = None,
-    ) -> None:
-        """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
-        set_threads(threads)
-        from verigym.eval.config import ConfigError, build
-
-        try:
-            config = build(
-                {
-                    "env": name, "model": model, "base_url": base_url or [], "api_key_env": api_key_env,
-                    "num_tasks": num_tasks, "samples_per_task": samples_per_task, "temperature": temperature,
-                    "max_tokens": max_tokens, "concurrency": concurrency, "seed": seed,
-                    "out": str(out) if out else None, "env_args": parse_kv(env_arg, "--env-arg"),
-                    "dtype": dtype, "tool_format": tool_format,
-                },
-                "suite",
-            )  # fmt: skip
-        except ConfigError as exc:
-            fail(str(exc))
-        run_suite_command(name, config, policy_kind=policy, resume=resume)
-
-    @app.command("init")
-    def init_command(
-        name: str = typer.Argument(
-            ..., help="Environment name (lowercase, e.g. my-env); also the folder name."
-        ),
-        parent: Path = typer.Option(Path("."), "--dir", help="Folder to create the package in."),
-        force: bool = typer.Option(False, "--force", help="Overwrite files in an existing folder."),
-        agent: bool = typer.Option(
-            False, "--agent", help="A package around an agent program (an openai-SDK loop to edit) instead."
-        ),
-    ) -> None:
-        """Write a pip-installable environment package: entry point, env module, check-env test, README
-        (with --agent: an agent program verigym runs as it is)."""
-        try:
-            root = write_package(name, parent, force=force, agent=agent)
-        except (ValueError, FileExistsError) as exc:
-            fail(str(exc))
-        console.print(f"wrote [bold]{root}[/]: pyproject.toml, src/, tests/, README.md")
-        if agent:
-            module = name.replace("-", "_")
-            console.print(
-                f"next: cd {root} && pip install -e . && verigym eval calc --agent {module}.agent:agent"
-            )
-        else:
-            console.print(f"next: cd {root} && pip install -e . && verigym check-env {name}")
+    app.command("compare")(compare_command)
+    app.command("suite")(suite_command)
+    app.command("init")(init_command)

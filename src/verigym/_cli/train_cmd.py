@@ -12,6 +12,7 @@ import typer
 from verigym._cli._agentic_opts import AGENT_CMD_HELP, AGENT_HELP
 from verigym._cli.common import Dtype, Threads, ToolFormat, console, fail, parse_kv, set_threads
 from verigym._library_output import to_run_dir
+from verigym.train.presets import preset_help  # data only: no torch at CLI start
 
 __all__ = [
     "TrainProgress",
@@ -19,7 +20,9 @@ __all__ = [
     "errored_line",
     "load_train_config",
     "register",
+    "sft",
     "summary_table",
+    "train",
     "train_errors",
 ]
 
@@ -211,162 +214,155 @@ def _apply_scale_flags(
     )
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``train`` and ``sft``."""
-    from verigym.train.presets import preset_help  # data only: no torch at CLI start
+def train(
+    config: Path = typer.Argument(None, help="TOML config (model, envs, sampling, sft, rl, eval, logging)."),
+    resume: Path = typer.Option(
+        None, "--resume", help="Continue the run in this directory from its newest checkpoint."
+    ),
+    overrides: list[str] = typer.Option(
+        None, "--set", help="Override a config key, e.g. --set rl.lr=1e-4 (repeatable)."
+    ),
+    preset: str = typer.Option(
+        None,
+        "--preset",
+        help=preset_help(),  # made from train.presets.PRESETS
+    ),
+    steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
+    out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
+    threads: Threads = None,
+    async_ahead: int = typer.Option(
+        None, "--async", help="Async off-policy RL: generate up to N steps ahead (scale.max_staleness)."
+    ),
+    remote: list[str] = typer.Option(
+        None,
+        "--remote",
+        help="Sample from this OpenAI-compatible server URL (repeatable; scale.servers). A server "
+        "started with an API key gets it from the environment variable VERIGYM_API_KEY.",
+    ),
+    ray: bool = typer.Option(False, "--ray", help="Run rollouts and graders on Ray (scale.ray)."),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Ray cluster to join, e.g. auto or ray://head:10001 (implies --ray)."
+    ),
+    agent: str = typer.Option(None, "--agent", help=AGENT_HELP + " Applies to every env of the config."),
+    agent_cmd: str = typer.Option(
+        None, "--agent-cmd", help=AGENT_CMD_HELP + " Applies to every env of the config."
+    ),
+    dtype: Dtype = None,
+    tool_format: ToolFormat = None,
+) -> None:
+    """Train with RL (GRPO family), after a light SFT warm-up when the sft table names data or demos.
 
-    @app.command()
-    def train(
-        config: Path = typer.Argument(
-            None, help="TOML config (model, envs, sampling, sft, rl, eval, logging)."
-        ),
-        resume: Path = typer.Option(
-            None, "--resume", help="Continue the run in this directory from its newest checkpoint."
-        ),
-        overrides: list[str] = typer.Option(
-            None, "--set", help="Override a config key, e.g. --set rl.lr=1e-4 (repeatable)."
-        ),
-        preset: str = typer.Option(
-            None,
-            "--preset",
-            help=preset_help(),  # made from train.presets.PRESETS
-        ),
-        steps: int = typer.Option(None, "--steps", help="Number of RL steps (rl.steps)."),
-        out: Path = typer.Option(None, "--out", help="Run directory (out_dir)."),
-        threads: Threads = None,
-        async_ahead: int = typer.Option(
-            None, "--async", help="Async off-policy RL: generate up to N steps ahead (scale.max_staleness)."
-        ),
-        remote: list[str] = typer.Option(
-            None,
-            "--remote",
-            help="Sample from this OpenAI-compatible server URL (repeatable; scale.servers). A server "
-            "started with an API key gets it from the environment variable VERIGYM_API_KEY.",
-        ),
-        ray: bool = typer.Option(False, "--ray", help="Run rollouts and graders on Ray (scale.ray)."),
-        ray_address: str = typer.Option(
-            None, "--ray-address", help="Ray cluster to join, e.g. auto or ray://head:10001 (implies --ray)."
-        ),
-        agent: str = typer.Option(None, "--agent", help=AGENT_HELP + " Applies to every env of the config."),
-        agent_cmd: str = typer.Option(
-            None, "--agent-cmd", help=AGENT_CMD_HELP + " Applies to every env of the config."
-        ),
-        dtype: Dtype = None,
-        tool_format: ToolFormat = None,
-    ) -> None:
-        """Train with RL (GRPO family), after a light SFT warm-up when the sft table names data or demos.
+    Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
+    """
+    from verigym._model_files import ModelFileError
+    from verigym.envs.registry import EnvError
+    from verigym.train.checkpoint import TrainingHalted, disk_full_line, is_disk_full
+    from verigym.train.config import ConfigError
+    from verigym.train.pipeline import run_train
+    from verigym.train.sft import SFTDataError
 
-        Scale-out (docs/scaling.md): --async N, --remote URL, --ray, and torchrun for several processes.
-        """
-        from verigym._model_files import ModelFileError
-        from verigym.envs.registry import EnvError
-        from verigym.train.checkpoint import TrainingHalted, disk_full_line, is_disk_full
-        from verigym.train.config import ConfigError
-        from verigym.train.pipeline import run_train
-        from verigym.train.sft import SFTDataError
+    if config is None and resume is None:
+        fail("give a CONFIG.toml, or --resume RUN_DIR")
+    set_threads(threads)
+    if resume is not None and (dtype is not None or tool_format is not None):
+        fail("--dtype/--tool-format: a resumed run keeps the model settings it was started with")
+    if resume is not None:
+        from verigym.train.rl import run_config_path
 
-        if config is None and resume is None:
-            fail("give a CONFIG.toml, or --resume RUN_DIR")
-        set_threads(threads)
-        if resume is not None and (dtype is not None or tool_format is not None):
-            fail("--dtype/--tool-format: a resumed run keeps the model settings it was started with")
+        run_cfg = run_config_path(resume)
+        if run_cfg is None:
+            fail(f"--resume {resume}: not a verigym train run directory (no train_config.json)")
+        from pydantic import ValidationError
+
+        from verigym.train.config import TrainConfig
+
+        try:
+            cfg = TrainConfig.model_validate_json(run_cfg.read_bytes())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "config"
+            fail(f"--resume {resume}: {run_cfg.name} is not a valid train config ({where}: {first['msg']})")
+    else:
+        cfg = load_train_config(config, overrides, preset, steps, out, dtype=dtype, tool_format=tool_format)
+    if agent is not None or agent_cmd is not None:
         if resume is not None:
-            from verigym.train.rl import run_config_path
+            fail("--agent/--agent-cmd: a resumed run keeps the harness it was started with")
+        given = {"agent": agent, "agent_cmd": agent_cmd}
+        cfg = cfg.model_copy(update={"envs": [e.model_copy(update=given) for e in cfg.envs]})
+    to_run_dir(resume if resume is not None else cfg.out_dir)
+    scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
+    leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
+    try:
+        has_sft = bool(cfg.sft.data or cfg.sft.demos)
+        with (
+            TrainProgress(cfg.rl.steps, cfg.sft.max_steps, sft=has_sft)
+            if leader
+            else contextlib.nullcontext() as bar
+        ):
+            if scaled:
+                from verigym.scale.launch import run_scaled_train
 
-            run_cfg = run_config_path(resume)
-            if run_cfg is None:
-                fail(f"--resume {resume}: not a verigym train run directory (no train_config.json)")
-            from pydantic import ValidationError
-
-            from verigym.train.config import TrainConfig
-
-            try:
-                cfg = TrainConfig.model_validate_json(run_cfg.read_bytes())
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first.get("loc", ())) or "config"
-                fail(
-                    f"--resume {resume}: {run_cfg.name} is not a valid train config ({where}: {first['msg']})"
-                )
-        else:
-            cfg = load_train_config(
-                config, overrides, preset, steps, out, dtype=dtype, tool_format=tool_format
-            )
-        if agent is not None or agent_cmd is not None:
-            if resume is not None:
-                fail("--agent/--agent-cmd: a resumed run keeps the harness it was started with")
-            given = {"agent": agent, "agent_cmd": agent_cmd}
-            cfg = cfg.model_copy(update={"envs": [e.model_copy(update=given) for e in cfg.envs]})
-        to_run_dir(resume if resume is not None else cfg.out_dir)
-        scaled = _apply_scale_flags(cfg, async_ahead, remote, ray or bool(ray_address), ray_address)
-        leader = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 shows progress
-        try:
-            has_sft = bool(cfg.sft.data or cfg.sft.demos)
-            with (
-                TrainProgress(cfg.rl.steps, cfg.sft.max_steps, sft=has_sft)
-                if leader
-                else contextlib.nullcontext() as bar
-            ):
-                if scaled:
-                    from verigym.scale.launch import run_scaled_train
-
-                    summary = run_scaled_train(cfg, resume=resume, progress=bar)
-                else:
-                    summary = run_train(cfg, resume=resume, progress=bar)
-        except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
-            fail(str(exc))
-        except TrainingHalted as exc:  # NaN weights never saved, skipped steps, no update at all
-            fail(str(exc), exc.exit_code)  # and a full disk during a checkpoint (DiskFull)
-        except (OSError, RuntimeError) as exc:  # Ray missing, weight pushes that kept failing
-            run_dir = Path(cfg.out_dir if resume is None else resume)
-            if is_disk_full(exc, run_dir):  # a full disk past the checkpoints (metrics, the final model)
-                fail(disk_full_line(run_dir, getattr(exc, "filename", None) or "a run file"))
-            if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
-                raise
-            fail(str(exc))
-        if leader:
-            run_dir = Path(cfg.out_dir if resume is None else resume)
-            summary_table(f"verigym train → {run_dir}", summary)
-            if "run_dir_mb" in summary:
-                console.print(disk_line(run_dir, summary), markup=False)
-            if line := train_errors(summary):
-                console.print(line, markup=False, style="yellow", soft_wrap=True)
-            if summary.get("warning"):
-                console.print(f"warning: {summary['warning']}", markup=False, style="yellow", soft_wrap=True)
-
-    @app.command()
-    def sft(
-        config: Path = typer.Argument(
-            ..., help="TOML config; its sft table names data (JSONL) or demos (oracle demonstrations)."
-        ),
-        overrides: list[str] = typer.Option(
-            None, "--set", help="Override a config key, e.g. --set sft.lr=1e-3 (repeatable)."
-        ),
-        out: Path = typer.Option(
-            None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."
-        ),
-        threads: Threads = None,
-        dtype: Dtype = None,
-        tool_format: ToolFormat = None,
-    ) -> None:
-        """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
-        from verigym._model_files import ModelFileError
-        from verigym.envs.registry import EnvError
-        from verigym.train.checkpoint import TrainingHalted
-        from verigym.train.config import ConfigError
-        from verigym.train.pipeline import run_sft
-        from verigym.train.sft import SFTDataError
-
-        set_threads(threads)
-        cfg = load_train_config(config, overrides, None, None, out, dtype=dtype, tool_format=tool_format)
-        to_run_dir(cfg.out_dir)
-        try:
-            with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
-                summary = run_sft(cfg, progress=bar)
-        except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
-            fail(str(exc))
-        except TrainingHalted as exc:  # a NaN model is never saved
-            fail(str(exc), exc.exit_code)
-        summary_table(f"verigym sft → {cfg.out_dir}", summary)
+                summary = run_scaled_train(cfg, resume=resume, progress=bar)
+            else:
+                summary = run_train(cfg, resume=resume, progress=bar)
+    except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
+        fail(str(exc))
+    except TrainingHalted as exc:  # NaN weights never saved, skipped steps, no update at all
+        fail(str(exc), exc.exit_code)  # and a full disk during a checkpoint (DiskFull)
+    except (OSError, RuntimeError) as exc:  # Ray missing, weight pushes that kept failing
+        run_dir = Path(cfg.out_dir if resume is None else resume)
+        if is_disk_full(exc, run_dir):  # a full disk past the checkpoints (metrics, the final model)
+            fail(disk_full_line(run_dir, getattr(exc, "filename", None) or "a run file"))
+        if type(exc).__name__ not in ("RayMissingError", "WeightPushError"):
+            raise
+        fail(str(exc))
+    if leader:
+        run_dir = Path(cfg.out_dir if resume is None else resume)
+        summary_table(f"verigym train → {run_dir}", summary)
+        if "run_dir_mb" in summary:
+            console.print(disk_line(run_dir, summary), markup=False)
         if line := train_errors(summary):
             console.print(line, markup=False, style="yellow", soft_wrap=True)
+        if summary.get("warning"):
+            console.print(f"warning: {summary['warning']}", markup=False, style="yellow", soft_wrap=True)
+
+
+def sft(
+    config: Path = typer.Argument(
+        ..., help="TOML config; its sft table names data (JSONL) or demos (oracle demonstrations)."
+    ),
+    overrides: list[str] = typer.Option(
+        None, "--set", help="Override a config key, e.g. --set sft.lr=1e-3 (repeatable)."
+    ),
+    out: Path = typer.Option(None, "--out", help="Run directory (out_dir); the model is saved to OUT/sft."),
+    threads: Threads = None,
+    dtype: Dtype = None,
+    tool_format: ToolFormat = None,
+) -> None:
+    """Supervised fine-tuning on verified trajectories (loss on assistant tokens only)."""
+    from verigym._model_files import ModelFileError
+    from verigym.envs.registry import EnvError
+    from verigym.train.checkpoint import TrainingHalted
+    from verigym.train.config import ConfigError
+    from verigym.train.pipeline import run_sft
+    from verigym.train.sft import SFTDataError
+
+    set_threads(threads)
+    cfg = load_train_config(config, overrides, None, None, out, dtype=dtype, tool_format=tool_format)
+    to_run_dir(cfg.out_dir)
+    try:
+        with TrainProgress(0, cfg.sft.max_steps, sft=True, rl=False) as bar:
+            summary = run_sft(cfg, progress=bar)
+    except (EnvError, SFTDataError, ConfigError, FileNotFoundError, ModelFileError) as exc:
+        fail(str(exc))
+    except TrainingHalted as exc:  # a NaN model is never saved
+        fail(str(exc), exc.exit_code)
+    summary_table(f"verigym sft → {cfg.out_dir}", summary)
+    if line := train_errors(summary):
+        console.print(line, markup=False, style="yellow", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``train`` and ``sft``."""
+    app.command()(train)
+    app.command()(sft)
