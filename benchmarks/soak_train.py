@@ -163,7 +163,7 @@ def kill_round(
     for _ in range(rng.randint(1, args.max_kills)):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         try:
-            proc.wait(timeout=rng.uniform(1.0, args.kill_after_s))
+            proc.wait(timeout=rng.uniform(args.kill_from_s, args.kill_after_s))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -266,6 +266,9 @@ def main() -> None:
     ap.add_argument("--max-kills", type=int, default=3, help="Most SIGKILLs per round (default 3).")
     ap.add_argument(
         "--kill-after-s", type=float, default=20.0, help="Longest delay before a kill (default 20)."
+    )
+    ap.add_argument(
+        "--kill-from-s", type=float, default=1.0, help="Shortest delay before a kill (default 1)."
     )
     ap.add_argument("--model", help="A model folder for [model] path (default: the tiny model).")
     ap.add_argument("--no-disk", action="store_true", help="Skip the full-disk episode (large checkpoints).")
