@@ -18,7 +18,7 @@ import pytest
 
 from verigym.graders.bench import run_bench
 
-SUITE = Path(__file__).resolve().parents[1] / "suites" / "code_adversarial.jsonl"
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "code_adversarial.jsonl"
 
 
 def test_adversarial_suite_counts() -> None:

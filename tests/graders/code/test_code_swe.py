@@ -21,7 +21,7 @@ from verigym.graders.code.swe import (
 from verigym.rubric import Rubric
 from verigym.types import Message, Task, Trajectory, Turn
 
-SUITE = Path(__file__).resolve().parents[1] / "suites" / "code_swe.jsonl"
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "code_swe.jsonl"
 BEFORE = {
     "m/__init__.py": "",
     "m/ops.py": "def inc(x):\n    return x\n",

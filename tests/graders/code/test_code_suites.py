@@ -15,7 +15,7 @@ from typing import Any
 
 from verigym.graders.code import bench_verdict
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
+SUITES = Path(__file__).resolve().parents[2] / "suites"
 SENTINEL = Path("/tmp/verigym-hostile-sentinel")
 PWN_TARGETS = [
     Path(p)

@@ -18,7 +18,7 @@ from verigym.policies.base import PolicyError
 from verigym.rubric import Grader, Penalty, Rubric
 from verigym.types import Completion, Message, Sampling, Task, ToolCall, Trajectory, Turn
 
-SUITE = Path(__file__).resolve().parents[1] / "suites" / "hacking.jsonl"
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "hacking.jsonl"
 TASK = Task(id="t", prompt=(Message(role="user", content="What is 6*7?"),), answer="42")
 
 
