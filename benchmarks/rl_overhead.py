@@ -38,8 +38,8 @@ def main() -> None:
     from verigym.envs.registry import load_env
     from verigym.policies.local import LocalPolicy
     from verigym.runner import tuned_gc
-    from verigym.train import losses as L
     from verigym.train import load_model
+    from verigym.train import losses as L
     from verigym.train.config import build_config
     from verigym.train.rl import RLTrainer
     from verigym.train.samples import Row, collate
