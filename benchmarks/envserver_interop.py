@@ -15,9 +15,12 @@ Three checks, each printing PASS / FAIL with its figures:
 - ``trl``: TRL's ``GRPOTrainer`` with ``environment_factory`` trains steps against ``verigym env-server
   calc --env-arg verbose=true``: the environment class is TRL's OpenEnv pattern (its public methods are
   the tools, ``reset`` opens the episode), here over openenv's ``GenericEnvClient``; the reward is the
-  server's (the model's final answer is sent as the last step; ``reward_funcs`` reads it). The model is
-  SmolLM2-135M-Instruct (``verigym models pull``), with TRL's shipped Qwen3 chat template so TRL can
-  parse its tool calls; ``--trl-steps`` steps of ``--trl-batch`` rollouts.
+  server's (the model's final answer is sent as the last step; ``reward_funcs`` reads it). The tokenizer
+  is SmolLM2-135M-Instruct's (``verigym models pull``) with TRL's shipped Qwen3 chat template, so TRL can
+  parse tool calls; ``--trl-steps`` steps of ``--trl-batch`` rollouts. The model (``--model``): by
+  default SmolLM2-135M-Instruct's architecture and tokenizer at a tiny size (2 layers x 64), randomly
+  initialised: the check is the plumbing (sessions, tool calls, the server's reward), not learning; or
+  a real model (``--model smollm2-135m-instruct``).
 
 verigym runs from the main venv (``.venv/bin/verigym``); this script imports nothing of verigym.
 """
@@ -194,14 +197,14 @@ def generic_client(url: str, episodes: int) -> dict[str, Any]:
     return {"ok": ok, "episodes": episodes, "rewards": rewards, "model_turns": turns}
 
 
-def trl_grpo(url: str, work: Path, steps: int, batch: int, model_dir: str) -> dict[str, Any]:
+def trl_grpo(url: str, work: Path, steps: int, batch: int, model_dir: str, tiny: bool) -> dict[str, Any]:
     """TRL's ``GRPOTrainer`` with ``environment_factory`` against ``verigym env-server calc``."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
     import trl
     from datasets import Dataset
     from openenv.core.generic_client import GenericEnvClient
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     torch.set_num_threads(2)
@@ -211,11 +214,14 @@ def trl_grpo(url: str, work: Path, steps: int, batch: int, model_dir: str) -> di
         """calc on ``verigym env-server``, one OpenEnv WebSocket session per rollout."""
 
         def __init__(self) -> None:
-            self.client = GenericEnvClient(base_url=url, message_timeout_s=600).sync()
-            self.client.connect()
+            self.client: Any = None
             self.done, self.reward, self.calls = False, 0.0, 0
 
         def reset(self, index: int, **kwargs: Any) -> str:
+            if self.client is not None:  # a fresh connection per episode: none sits idle between batches
+                self.client.close()
+            self.client = GenericEnvClient(base_url=url, message_timeout_s=600).sync()
+            self.client.connect()
             r = self.client.reset(seed=0, index=int(index))
             self.done, self.reward, self.calls = False, 0.0, 0
             episodes["opened"] += 1
@@ -270,7 +276,18 @@ def trl_grpo(url: str, work: Path, steps: int, batch: int, model_dir: str) -> di
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if tiny:  # SmolLM2's architecture and vocabulary at a tiny size, randomly initialised (seed 0)
+        torch.manual_seed(0)
+        small = {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+        }
+        config = AutoConfig.from_pretrained(model_dir, **small, num_key_value_heads=2, head_dim=16)
+        model = AutoModelForCausalLM.from_config(config)  # 3.2M parameters (the 49k-token embedding)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     rows = [{"prompt": [{"role": "user", "content": ""}], "index": i} for i in range(steps * batch)]
     args = GRPOConfig(
         output_dir=str(work / "trl"),
@@ -360,8 +377,11 @@ def main() -> None:
                 if "generic-client" in parts:
                     results["generic-client"] = generic_client(url, args.episodes)
                 if "trl" in parts:
-                    model = args.model if Path(args.model).is_dir() else model_path(args.model)
-                    results["trl"] = trl_grpo(url, work, args.trl_steps, args.trl_batch, model)
+                    name = "smollm2-135m-instruct" if args.model == "tiny" else args.model
+                    model = name if Path(name).is_dir() else model_path(name)
+                    results["trl"] = trl_grpo(
+                        url, work, args.trl_steps, args.trl_batch, model, args.model == "tiny"
+                    )
     for part, result in results.items():
         shown = {k: v for k, v in result.items() if k != "ok"}
         print(f"{part}: {'PASS' if result['ok'] else 'FAIL'}  {json.dumps(shown)}")
