@@ -137,6 +137,11 @@ def test_server_lists_runs_pages_samples_and_steps(viewer: str) -> None:
     assert curves["sft_point"] == 0.25 and curves["steps_with_rollouts"] == [0, 1, 2]
     status, step = _get(viewer, "/api/step?run=train&step=1")
     assert status == 200 and len(step["groups"]) == 2
+    held = step["heldout"]  # the held-out eval after step 1 (eval_every 2), its 8 tasks kept
+    assert held["step"] == 1 and len(held["samples"]) == 8
+    assert {s["env"] for s in held["samples"]} == {"digits-view-test"} and all(
+        "=" in s["prompt"] for s in held["samples"]
+    )
     for group in step["groups"]:
         assert len(group["samples"]) == 4
         for s in group["samples"]:
@@ -224,8 +229,10 @@ def test_cli_warns_off_loopback_and_refuses_a_missing_folder(runs_dir: Path, tmp
 def test_rollout_sample_is_bounded_and_a_resume_drops_the_redone_steps(
     runs_dir: Path, tmp_path: Path
 ) -> None:
-    from verigym.train.rollouts import ROLLOUTS_FILE, RolloutSample
+    from verigym.train.rollouts import HELDOUT_FILE, ROLLOUTS_FILE, RolloutSample
 
+    held = [json.loads(x)["step"] for x in (runs_dir / "train" / HELDOUT_FILE).read_text().splitlines()]
+    assert held == [1, 2]  # an eval after every second step and after the last
     lines = (runs_dir / "train" / ROLLOUTS_FILE).read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [0, 1, 2]
     assert all(len(json.loads(x)["groups"]) == 2 for x in lines)  # logging.rollout_groups = 2 of 3 groups

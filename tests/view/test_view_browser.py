@@ -178,4 +178,5 @@ def test_training_curves_then_a_step(page: Any, shots: Path) -> None:
     assert page.locator(".group").first.locator("tbody tr").count() == 4
     tip = page.locator(".group span.tok").first.get_attribute("title") or ""
     assert "sampler" in tip and "trainer" in tip
+    assert page.locator("#heldout tbody tr").count() == 8  # the nearest held-out eval's kept samples
     _shot(page, shots, "view-step")

@@ -13,7 +13,7 @@ from verigym.policies.spec import ModelSpec, load_weights
 from verigym.record import fold
 from verigym.runner import run_rollouts
 from verigym.train.config import LoraConfig, ModelConfig
-from verigym.types import Sampling, Task
+from verigym.types import Record, Sampling, Task
 
 __all__ = ["apply_lora", "evaluate", "load_model", "model_spec", "resolve_device"]
 
@@ -94,6 +94,7 @@ async def evaluate(
     sampling: Sampling,
     samples: int = 1,
     env_name: str = "env",
+    keep: list[Record] | None = None,
 ) -> dict[str, Any]:
     """Held-out pass@1 (the eval's: per task, the share of its scored samples with reward ≥ 1, averaged
     over tasks; with one sample per task, the share of tasks solved; None when no sample was scored,
@@ -110,6 +111,8 @@ async def evaluate(
         env_name=env_name,
         model_name=policy.name,
     )
+    if keep is not None:  # the caller keeps the records (train.rollouts' held-out sample for the viewer)
+        keep.extend(records)
     folded = fold(records, samples_per_task=samples).headline()  # the eval summary's own fold
     out: dict[str, Any] = {
         "pass_at_1": folded["pass_at_1"],  # None: nothing scored

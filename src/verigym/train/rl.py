@@ -43,7 +43,7 @@ from verigym.train.monitor import MetricsLog
 from verigym.train.optim import make_optimizer, make_scheduler
 from verigym.train.rewards import StepBatch, assign_advantages
 from verigym.train.rollouts import RolloutSample
-from verigym.types import Sampling, Task
+from verigym.types import Record, Sampling, Task
 
 if TYPE_CHECKING:
     from verigym.policies.trained import TrainingRecord
@@ -210,6 +210,7 @@ class RLTrainer:
             device = next(model.parameters()).device
             self.distiller = Distiller.build(cfg, tokenizer, device, self.pad_id)
         self.rollouts = RolloutSample(self.out_dir, cfg.logging.rollout_groups, tokenizer=tokenizer)
+        self.heldout: dict[str, list[Record]] = {}  # the last held-out eval's records, per environment
         torch.manual_seed(cfg.seed)
 
     # ---- state -----------------------------------------------------------------------------------
@@ -297,9 +298,14 @@ class RLTrainer:
         scores = []
         errors = samples = 0.0
         first_error: str | None = None
+        self.heldout = {}
         for name, env in self.envs:
             tasks = env.tasks(e.tasks, seed=self.cfg.seed, split="test")
-            res = await evaluate(env, self.policy, tasks, sampling=sampling, samples=e.samples, env_name=name)
+            kept: list[Record] = []
+            res = await evaluate(
+                env, self.policy, tasks, sampling=sampling, samples=e.samples, env_name=name, keep=kept
+            )
+            self.heldout[name] = kept
             out[f"eval/{name}/pass_at_1"] = res["pass_at_1"]
             out[f"eval/{name}/errors"] = res["errors"]
             out.update({f"eval/{name}/{k}": v for k, v in res.items() if k.startswith("grader/")})
@@ -430,6 +436,7 @@ class RLTrainer:
         every = cfg.rl.eval_every
         if every and (self.step % every == 0 or self.step == cfg.rl.steps):
             metrics.update(await self.evaluate_async())
+            self.rollouts.write_heldout(int(metrics["step"]), self.heldout)
             self._emit("eval", metrics)
         updated = bool(metrics.get("optimizer_steps"))
         self.updates += updated

@@ -5,8 +5,10 @@ One JSON line per step holds the first ``logging.rollout_groups`` groups of the 
 per model token, its text, the sampler's logprob and the trainer's logprob of the same token under the
 same weights (one no-grad forward over those rows, taken before the update). Their difference is the
 sampler-vs-trainer gap that importance weights correct. The bound keeps the file small: at the default,
-16 samples a step; the cost of the extra forward is measured in ``docs/viewer.md``. A resumed run drops
-the lines of the steps it redoes, as ``metrics.jsonl`` does.
+16 samples a step; the cost of the extra forward is measured in ``docs/viewer.md``. After each held-out
+eval of the RL loop, ``heldout_sample.jsonl`` gets the first ``HELDOUT_SAMPLES`` (16) records of each
+environment's eval (the step page shows the nearest). A resumed run drops the lines of the steps it
+redoes from both, as ``metrics.jsonl`` does.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from verigym._files import write_atomic
 from verigym._numbers import json_safe
 from verigym.train._update import _fill_logprobs
 from verigym.train.rewards import StepBatch
+from verigym.types import Record
 
-__all__ = ["ROLLOUTS_FILE", "RolloutSample"]
+__all__ = ["HELDOUT_FILE", "HELDOUT_SAMPLES", "ROLLOUTS_FILE", "RolloutSample"]
 
 ROLLOUTS_FILE = "rollouts_sample.jsonl"
+HELDOUT_FILE = "heldout_sample.jsonl"
+HELDOUT_SAMPLES = 16  # held-out records kept per environment and eval (the first, in task order)
 _KEY = "rollout_sample_trainer_lp"
 
 
@@ -40,17 +45,32 @@ class RolloutSample:
         self.tokenizer = tokenizer
 
     def truncate_after(self, step: int) -> None:
-        """Drop the lines of steps > ``step`` (a resumed run writes them again)."""
-        if not self.path.is_file():
-            return
-        keep = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                if int(json.loads(line)["step"]) <= step:
-                    keep.append(line + "\n")
-            except (ValueError, KeyError, TypeError):
+        """Drop the lines of steps > ``step`` from both files (a resumed run writes them again)."""
+        for path in (self.path, self.path.with_name(HELDOUT_FILE)):
+            if not path.is_file():
                 continue
-        write_atomic(self.path, "".join(keep))
+            keep = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    if int(json.loads(line)["step"]) <= step:
+                        keep.append(line + "\n")
+                except (ValueError, KeyError, TypeError):
+                    continue
+            write_atomic(path, "".join(keep))
+
+    def write_heldout(self, step: int, records: dict[str, list[Record]]) -> None:
+        """Append the first ``HELDOUT_SAMPLES`` records of each environment's held-out eval after ``step``
+        to ``heldout_sample.jsonl`` (as ``results.jsonl`` lines, under ``envs``)."""
+        if self.groups <= 0 or not records:
+            return
+        envs = {
+            name: [json.loads(r.model_dump_json()) for r in kept[:HELDOUT_SAMPLES]]
+            for name, kept in records.items()
+        }
+        path = self.path.with_name(HELDOUT_FILE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"step": step, "envs": envs}) + "\n")
 
     def _text(self, token: int) -> str:
         try:

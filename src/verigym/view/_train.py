@@ -3,7 +3,8 @@
 ``metrics.jsonl`` gives one row per RL step (and SFT rows with their held-out evals);
 ``stages.json``/``summary.json`` give the held-out pass@1 before RL (``pass_at_1_after_sft``), drawn
 as the curve's point at step 0. ``rollouts_sample.jsonl`` (``train.rollouts``) holds the groups kept
-per step; it is indexed by byte offset per step and a step's line is read when it is opened. Both files
+per step and ``heldout_sample.jsonl`` a few samples of each held-out eval; both are indexed by byte
+offset per step and a step's line is read when it is opened (with the nearest eval's samples). Both files
 are read again from where they were left when they grow (a run being trained).
 """
 
@@ -15,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from verigym.types import Record
 from verigym.view._runs import read_json
 
 __all__ = ["TrainView"]
@@ -73,6 +75,8 @@ class TrainView:
         self.lock = threading.Lock()
         self._metrics = _Lines(folder / "metrics.jsonl")
         self._rollouts = _Lines(folder / "rollouts_sample.jsonl")
+        self._heldout = _Lines(folder / "heldout_sample.jsonl")
+        self.heldout_steps: dict[int, tuple[int, int]] = {}  # step -> byte span in heldout_sample.jsonl
         self.rl: list[dict[str, Any]] = []
         self.sft_evals: list[tuple[int, float]] = []
         self.steps: dict[int, tuple[int, int]] = {}  # step -> byte span in rollouts_sample.jsonl
@@ -92,16 +96,16 @@ class TrainView:
                 self.rl.append({"step": int(row.get("step", len(self.rl))), **keep})
             elif isinstance(row.get("eval/pass_at_1"), int | float):
                 self.sft_evals.append((int(row.get("step", 0)), float(row["eval/pass_at_1"])))
-        if self._rollouts.done == 0:
-            self.steps = {}
-        for offset, length, line in self._rollouts.new():
-            head = line[:40].decode("utf-8", "replace")
-            if head.startswith('{"step": '):
-                try:
-                    step = int(head[9:].split(",", 1)[0])
-                except ValueError:
-                    continue
-                self.steps[step] = (offset, length)
+        for lines, spans in ((self._rollouts, self.steps), (self._heldout, self.heldout_steps)):
+            if lines.done == 0:
+                spans.clear()
+            for offset, length, line in lines.new():
+                head = line[:40].decode("utf-8", "replace")
+                if head.startswith('{"step": '):
+                    try:
+                        spans[int(head[9:].split(",", 1)[0])] = (offset, length)
+                    except ValueError:
+                        continue
 
     def curves(self) -> dict[str, Any]:
         """The RL rows (numeric values only), the SFT point, the SFT held-out evals and the steps with rollouts."""
@@ -135,4 +139,37 @@ class TrainView:
                 data["nearest_eval"] = {k: v for k, v in near.items() if k.startswith("eval/") or k == "step"}
             metrics = next((r for r in self.rl if r["step"] == step), None)
             data["metrics"] = metrics
+            data["heldout"] = self._nearest_heldout(step)
             return data
+
+    def _nearest_heldout(self, step: int) -> dict[str, Any] | None:
+        """The kept held-out samples of the eval nearest ``step`` (``train.rollouts``' heldout_sample.jsonl):
+        per sample its environment, task, reward, grades, error, stop reason and final answer."""
+        if not self.heldout_steps:
+            return None
+        near = min(self.heldout_steps, key=lambda s: (abs(s - step), s))
+        offset, length = self.heldout_steps[near]
+        with (self.folder / "heldout_sample.jsonl").open("rb") as fh:
+            fh.seek(offset)
+            line = json.loads(fh.read(length))
+        samples = []
+        for env, records in (line.get("envs") or {}).items():
+            for raw in records:
+                try:
+                    r = Record.model_validate(raw)
+                except ValueError:
+                    continue
+                samples.append(
+                    {
+                        "env": env,
+                        "task_id": r.task_id,
+                        "sample_index": r.sample_index,
+                        "reward": r.score.reward,
+                        "grades": {n: (None if g.error else g.score) for n, g in r.score.grades.items()},
+                        "error": None if r.error is None else f"{r.error.kind}: {r.error.message}",
+                        "stop_reason": r.trajectory.stop_reason,
+                        "prompt": "\n".join(m.content for m in r.trajectory.prompt if m.role != "system"),
+                        "answer": r.trajectory.final_text,
+                    }
+                )
+        return {"step": near, "samples": samples}

@@ -164,7 +164,13 @@
             h("td", { className: "num" }, V.fmt(smp.advantage)), h("td", {}, Object.entries(smp.grades).map(([k, v]) => `${k} ${V.fmt(v)}`).join(", ")),
             h("td", {}, smp.stop_reason), h("td", { className: "num" }, smp.gap_mean === null ? "–" : smp.gap_mean.toExponential(2)),
             h("td", { className: "num" }, smp.gap_max === null ? "–" : smp.gap_max.toExponential(2)),
-            h("td", {}, smp.tokens.length ? V.tokens(smp.tokens, "sampler", tip) : h("div", { className: "text" }, (smp.messages.at(-1) || {}).content || "")))))))));
+            h("td", {}, smp.tokens.length ? V.tokens(smp.tokens, "sampler", tip) : h("div", { className: "text" }, (smp.messages.at(-1) || {}).content || "")))))))),
+      x.heldout ? [h("h2", {}, `Held-out samples of the eval after step ${x.heldout.step}`),
+        h("table", { id: "heldout" }, h("thead", {}, h("tr", {}, ["env", "task", "reward", "grades", "stop", "prompt", "answer"].map((c) => h("th", {}, c)))),
+          h("tbody", {}, x.heldout.samples.map((smp) => h("tr", {}, h("td", {}, smp.env), h("td", {}, `${smp.task_id} #${smp.sample_index}`),
+            h("td", { className: `num ${smp.error ? "err" : smp.reward >= 1 ? "ok" : "bad"}` }, smp.error ? "error" : V.fmt(smp.reward)),
+            h("td", {}, Object.entries(smp.grades).map(([k, v]) => `${k} ${V.fmt(v)}`).join(", ")), h("td", {}, smp.stop_reason),
+            h("td", { className: "text" }, smp.prompt), h("td", { className: "text" }, smp.error || smp.answer)))))] : "");
   });
 
   // ---- any other run: its summary, labelled
