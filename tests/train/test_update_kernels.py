@@ -210,7 +210,7 @@ def test_a_packed_update_with_the_kernels_equals_one_without(monkeypatch: pytest
         cfg = build_config({"rl": {"preset": "dapo", "packing": True, "grad_accum": 2}}).rl
         with monkeypatch.context() as mp:
             if not on:
-                mp.setattr("verigym.train._update.training_kernels", lambda: K.training_kernels(False))
+                mp.setattr("verigym.train._update.training_kernels", lambda *_: K.training_kernels(False))
             metrics = policy_update(
                 model, copy.deepcopy(rows), cfg, state, pad_id=0, temperature=1.0, max_len=16
             )
@@ -224,6 +224,7 @@ def test_a_packed_update_with_the_kernels_equals_one_without(monkeypatch: pytest
 
 def test_tiny_models_keep_the_old_kernels_and_optimizer() -> None:
     model = _tiny()
+    assert K.on_cpu(model) and not K.on_cpu(torch.nn.Module())
     ids = torch.tensor([[5, 17, 11, 82, 90, 2, 6]])
     plain = model(input_ids=ids).logits
     with K.training_kernels():

@@ -40,6 +40,7 @@ __all__ = [
     "OneDnnLinear",
     "attention_blocks",
     "available",
+    "on_cpu",
     "training_kernels",
     "usable",
 ]
@@ -167,6 +168,13 @@ class _Mode(TorchFunctionMode):
             if out is not None:
                 return out
         return func(*args, **kwargs)
+
+
+def on_cpu(model: Any) -> bool:
+    """Whether ``model``'s first parameter is on the CPU (where ``training_kernels`` is worth entering:
+    elsewhere every op of the forward would pay the mode's Python hop for nothing)."""
+    first = next(iter(model.parameters()), None)
+    return first is not None and first.device.type == "cpu"
 
 
 @contextlib.contextmanager

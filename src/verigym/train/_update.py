@@ -22,7 +22,7 @@ from transformers import PreTrainedModel
 
 from verigym.train import losses as L
 from verigym.train import packing
-from verigym.train._cpu_kernels import training_kernels
+from verigym.train._cpu_kernels import on_cpu, training_kernels
 from verigym.train._forward import Forward, forward_logprobs, forward_rows
 from verigym.train.config import RLConfig
 from verigym.train.loss_registry import LossInputs, get_loss
@@ -129,7 +129,7 @@ def _fill_logprobs(
     for idx in _chunks(range(len(rows)), math.ceil(len(rows) / micro)):
         part = [rows[i] for i in idx]
         batch = collate(part, pad_id).to(next(model.parameters()).device)  # rows are collated on the CPU
-        with training_kernels():
+        with training_kernels(on_cpu(model)):
             logp, _ = forward_logprobs(model, batch, temperature)
         for j, r in enumerate(part):
             values = [0.0, *logp[j, : len(r.ids) - 1].tolist()]
@@ -175,6 +175,7 @@ def policy_update(
     want_entropy_grad = entropy_coef != 0.0
     loss_fn = get_loss(cfg.loss)  # the registered loss (train.loss_registry); unknown names fail here
     keep_logits = distill is not None and distill.wants_logits
+    cpu = on_cpu(net)  # elsewhere (CUDA) the forward runs without the kernels' per-op Python hop
     sums: dict[str, float] = {}
     tokens_seen = 0.0
     grad_norms: list[float] = []
@@ -208,7 +209,7 @@ def policy_update(
                 )
             for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro or [0]]
-                with training_kernels():  # oneDNN products, packed attention by block (train._cpu_kernels)
+                with training_kernels(cpu):  # oneDNN products, packed attention by block (train._cpu_kernels)
                     fwd = (
                         packing.forward_packed(net, part, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
                         if cfg.packing
