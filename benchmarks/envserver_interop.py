@@ -351,7 +351,10 @@ def main() -> None:
     ap.add_argument("--trl-steps", type=int, default=2)
     ap.add_argument("--trl-batch", type=int, default=4)
     ap.add_argument(
-        "--model", default="smollm2-135m-instruct", help="TRL's model: a catalogue name or directory"
+        "--model",
+        default="tiny",
+        help="TRL's model: 'tiny' (SmolLM2's architecture and tokenizer at 2 layers x 64, random), or a "
+        "catalogue name or model directory (e.g. smollm2-135m-instruct)",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
