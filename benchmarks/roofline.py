@@ -93,10 +93,10 @@ class Shapes:
 
     def attn(self, pairs: float) -> float:
         """Score and value FLOPs of ``pairs`` (query, key) pairs over every layer."""
-        return 4 * self.layers * self.heads * self.head_dim * pairs
+        return float(4 * self.layers * self.heads * self.head_dim * pairs)
 
     def kv_bytes(self, positions: float) -> float:
-        return 2 * self.layers * self.kv_heads * self.head_dim * 4 * positions
+        return float(2 * self.layers * self.kv_heads * self.head_dim * 4 * positions)
 
 
 def _row(
@@ -284,8 +284,9 @@ def main() -> None:
         for k, v in pk["matmul_GFLOPs"].items():
             print(f"  {k:34s} {v:7.1f}")
     torch.set_num_threads(args.threads)
-    pk = next((p for p in out["peaks"] if p["threads"] == args.threads), None) or peaks(
-        args.threads, args.reps, s.hidden, cfg.intermediate_size, cfg.vocab_size
+    found = [p for p in out["peaks"] if p["threads"] == args.threads]
+    pk = (
+        found[0] if found else peaks(args.threads, args.reps, s.hidden, cfg.intermediate_size, cfg.vocab_size)
     )
     print(f"\nphases at {args.threads} thread(s); bound = min({pk['peak_GFLOPs']:.0f} GFLOP/s, "
           f"{pk['copy_GBps']:.1f} GB/s × FLOP/byte)")  # fmt: skip

@@ -128,8 +128,8 @@ def test_blocked_attention_equals_dense_attention_under_the_block_mask() -> None
     assert type(blocked.grad_fn).__name__ == "CatBackward0"
     assert type(other.grad_fn).__name__ != "CatBackward0"
     assert torch.allclose(blocked, dense, atol=1e-6)
-    for a, b in zip(grads, grads_b, strict=True):
-        assert torch.allclose(a, b, atol=1e-6)
+    for want, got in zip(grads, grads_b, strict=True):
+        assert torch.allclose(want, got, atol=1e-6)
 
 
 def test_pack_blocks_are_the_units_and_the_mask_never_crosses_them() -> None:
