@@ -131,3 +131,18 @@ def test_a_train_config_naming_the_url_trains_on_the_served_environment(
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["train_samples"] == 16 and summary["train_samples_errored"] == 0
     assert summary[f"eval/{calc_url}/errors"] == 0 and summary["eval/samples"] == 4
+
+
+def test_a_keyed_server_takes_the_key_from_api_key_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verigym.envs.registry import EnvError
+
+    with EnvServer({"calc": load_env("calc")}, api_key="s3cret") as srv:
+        with pytest.raises(EnvError, match="HTTP 401: the API key is missing or wrong"):
+            load_env(srv.url)
+        monkeypatch.setenv("CALC_KEY", "s3cret")
+        for address in (srv.url, f"ors+{srv.url}"):
+            env = load_env(address, api_key_env="CALC_KEY")
+            run = verigym.evaluate(env, half_right(), out=tmp_path / address[:3], num_tasks=4, seed=3)
+            assert run.summary["n_errors"] == 0 and run.summary["n_samples"] == 4
