@@ -139,14 +139,18 @@ class OpenEnvSession:
         return f"{self.server.url} ({'HTTP' if self._http else 'WS'})"
 
     async def open(self, fields: dict[str, Any]) -> Obs:
-        if not self._http:
+        if self._http:
+            return await self._http_open(fields)
+        try:
+            return await self._ws_open(fields)
+        except _NoWebSocket as exc:
+            if self.wire.transport == "ws":
+                raise RemoteError(str(exc)) from None
+            self._http = True
             try:
-                return await self._ws_open(fields)
-            except _NoWebSocket as exc:
-                if self.wire.transport == "ws":
-                    raise RemoteError(str(exc)) from None
-                self._http = True
-        return await self._http_open(fields)
+                return await self._http_open(fields)
+            except RemoteError as http:
+                raise RemoteError(f"{exc}, and {http}") from None
 
     async def step(self, completion: Completion) -> Obs:
         action = action_of(completion, self.wire)
@@ -197,7 +201,12 @@ class OpenEnvSession:
             )
         except aiohttp.WSServerHandshakeError as exc:
             code = exc.status
-            if code in (404, 405, 426):
+            if code in (
+                400,
+                404,
+                405,
+                426,
+            ):  # 400: a server that cannot upgrade (uvicorn without a WS library)
                 raise _NoWebSocket(f"{url}: no WebSocket (HTTP {code})") from None
             if code == 429:
                 raise ServerFull("WS /ws: HTTP 429", 1.0) from None
