@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from verigym._cli import envserver_cmd
+from verigym._cli import _server_opts, envserver_cmd
 from verigym._http_server import ServerLimits
 from verigym.cli import app
 from verigym.envserver._app import MAX_BODY_BYTES
@@ -24,6 +24,8 @@ from verigym.envserver._app import MAX_BODY_BYTES
         (["calc", "--max-connections", "0"], "--max-connections"),
         (["calc", "--api-key-env", "VG_ENVSERVER_UNSET"], "VG_ENVSERVER_UNSET"),
         (["calc", "--api-key", ""], "--api-key"),
+        (["calc", "--api-key", " "], "empty"),
+        (["calc", "--api-key", "k", "--api-key-env", "HOME"], "give one of them"),
         (["no-such-env", "--port", "1"], "no-such-env"),
         (["calc", "--env-arg", "digits=99", "--port", "1"], "digits"),
         (["calc", "--env-arg", "novalue", "--port", "1"], "--env-arg"),
@@ -41,8 +43,8 @@ def test_cli_defaults_are_the_servers() -> None:
     limits = ServerLimits()
     assert envserver_cmd.MAX_BODY_BYTES == MAX_BODY_BYTES
     assert (limits.max_connections, limits.header_timeout_s, limits.body_timeout_s, limits.keep_alive_s) == (
-        envserver_cmd.MAX_CONNECTIONS,
-        envserver_cmd.HEADER_TIMEOUT_S,
-        envserver_cmd.BODY_TIMEOUT_S,
-        envserver_cmd.KEEP_ALIVE_S,
+        _server_opts.MAX_CONNECTIONS,
+        _server_opts.HEADER_TIMEOUT_S,
+        _server_opts.BODY_TIMEOUT_S,
+        _server_opts.KEEP_ALIVE_S,
     )

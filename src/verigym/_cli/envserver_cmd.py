@@ -3,19 +3,24 @@ Standard's protocols (``docs/envserver.md``)."""
 
 from __future__ import annotations
 
-import math
-import os
 import socket
 
 import typer
 
+from verigym._cli._server_opts import (
+    body_timeout_option,
+    check_seconds,
+    header_timeout_option,
+    keep_alive_option,
+    max_connections_option,
+    resolve_api_key,
+    server_limits,
+)
 from verigym._cli.common import EnvArg, console, fail, parse_kv
 
 __all__ = ["register"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # ``verigym.envserver._app.MAX_BODY_BYTES``, spelled here for a fast --help
-# ``verigym._http_server.ServerLimits``' defaults, as ``verigym serve`` spells them
-MAX_CONNECTIONS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S, KEEP_ALIVE_S = 1000, 30.0, 120.0, 5.0
 
 
 def env_server_cmd(
@@ -50,24 +55,12 @@ def env_server_cmd(
         "--max-body-bytes",
         help="Largest request body or WebSocket message (default 8 MiB); a larger body gets 413 unread.",
     ),
-    max_connections: int = typer.Option(
-        MAX_CONNECTIONS,
-        "--max-connections",
-        help="Most open connections (WebSockets included); past it a new one gets 503 with Retry-After.",
+    max_connections: int = max_connections_option(
+        "Most open connections (WebSockets included); past it a new one gets 503 with Retry-After."
     ),
-    header_timeout: float = typer.Option(
-        HEADER_TIMEOUT_S,
-        "--header-timeout",
-        help="Seconds a client has to send a request's line and headers (408 and closed past it).",
-    ),
-    body_timeout: float = typer.Option(
-        BODY_TIMEOUT_S,
-        "--body-timeout",
-        help="Seconds a client has to send a request's body once its headers are in (closed past it).",
-    ),
-    keep_alive_timeout: float = typer.Option(
-        KEEP_ALIVE_S, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
-    ),
+    header_timeout: float = header_timeout_option(),
+    body_timeout: float = body_timeout_option(),
+    keep_alive_timeout: float = keep_alive_option(),
     share_grade_details: bool = typer.Option(
         False,
         "--share-grade-details",
@@ -80,23 +73,9 @@ def env_server_cmd(
     for flag, value in (("--max-sessions", max_sessions), ("--max-body-bytes", max_body_bytes)):
         if value < 1:
             fail(f"{flag} must be at least 1, got {value}")
-    if max_connections < 1:
-        fail(f"--max-connections must be at least 1, got {max_connections}")
-    for flag, seconds in (
-        ("--session-timeout", session_timeout),
-        ("--header-timeout", header_timeout),
-        ("--body-timeout", body_timeout),
-        ("--keep-alive-timeout", keep_alive_timeout),
-    ):
-        if not (math.isfinite(seconds) and 0 < seconds < 1e9):
-            fail(f"{flag} must be a number of seconds above 0, got {seconds}")
-    key = api_key
-    if api_key_env is not None:
-        key = os.environ.get(api_key_env)
-        if not key:
-            fail(f"--api-key-env {api_key_env}: the environment variable is not set or empty")
-    elif api_key is not None and not api_key:
-        fail("--api-key must not be empty")
+    check_seconds(("--session-timeout", session_timeout))
+    limits = server_limits(max_connections, header_timeout, body_timeout, keep_alive_timeout)
+    key = resolve_api_key(api_key, api_key_env)
     kwargs = parse_kv(env_arg, "--env-arg")
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
@@ -104,7 +83,6 @@ def env_server_cmd(
         except OSError as exc:
             fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
 
-    from verigym._http_server import ServerLimits
     from verigym.envs.base import Environment
     from verigym.envs.registry import load_env
     from verigym.envserver import create_app, serve_envs
@@ -134,7 +112,6 @@ def env_server_cmd(
         f"serving {', '.join(loaded)} on http://{shown}:{port} (OpenEnv: /ws /reset /step; "
         f"ORS: /list_environments /{{env}}/call){'; API key required' if key else ''}"
     )
-    limits = ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections)
     serve_envs(app, host, port, max_body_bytes, limits)
 
 

@@ -8,13 +8,20 @@ served in the foreground), drawing its events. Bad input is one red line and exi
 from __future__ import annotations
 
 import ipaddress
-import os
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
+from verigym._cli._server_opts import (
+    body_timeout_option,
+    header_timeout_option,
+    keep_alive_option,
+    max_connections_option,
+    resolve_api_key,
+    server_limits,
+)
 from verigym._cli.common import Dtype, ToolFormat, console, fail
 
 __all__ = ["load_policy", "register", "serve_cmd"]
@@ -22,8 +29,6 @@ __all__ = ["load_policy", "register", "serve_cmd"]
 # ``verigym.serve.ServeLimits``' defaults, spelled here so that ``verigym --help`` does not import the
 # server (and torch); a test keeps them equal
 MAX_BODY_BYTES, MAX_CONCURRENT_REQUESTS, MAX_QUEUED_TOKENS = 8 * 1024 * 1024, 256, 1 << 20
-# and ``verigym._http_server.ServerLimits``' (the same test)
-MAX_CONNECTIONS, HEADER_TIMEOUT_S, BODY_TIMEOUT_S, KEEP_ALIVE_S = 1000, 30.0, 120.0, 5.0
 
 
 def load_policy(
@@ -107,25 +112,13 @@ def serve_cmd(
         help="Most tokens (prompt + max_tokens, times n) of the requests generating at once; past it "
         "429 with Retry-After, and a request that alone needs more gets 400.",
     ),
-    max_connections: int = typer.Option(
-        MAX_CONNECTIONS,
-        "--max-connections",
-        help="Most open connections; past it a new one gets 503 with Retry-After and is closed. Held "
-        "under the process's open-file limit, so the server sheds load before it runs out of sockets.",
+    max_connections: int = max_connections_option(
+        "Most open connections; past it a new one gets 503 with Retry-After and is closed. Held under the "
+        "process's open-file limit, so the server sheds load before it runs out of sockets."
     ),
-    header_timeout: float = typer.Option(
-        HEADER_TIMEOUT_S,
-        "--header-timeout",
-        help="Seconds a client has to send a request's line and headers (408 and closed past it).",
-    ),
-    body_timeout: float = typer.Option(
-        BODY_TIMEOUT_S,
-        "--body-timeout",
-        help="Seconds a client has to send a request's body once its headers are in (closed past it).",
-    ),
-    keep_alive_timeout: float = typer.Option(
-        KEEP_ALIVE_S, "--keep-alive-timeout", help="Seconds an idle kept-alive connection stays open."
-    ),
+    header_timeout: float = header_timeout_option(),
+    body_timeout: float = body_timeout_option(),
+    keep_alive_timeout: float = keep_alive_option(),
     allow_adapter_loading: Path | None = typer.Option(
         None,
         "--allow-adapter-loading",
@@ -136,10 +129,10 @@ def serve_cmd(
     ),
 ) -> None:
     """Serve a local model over the OpenAI API (chat, completions, streaming, logprobs, token ids, LoRA)."""
-    from verigym.serve import ServeLimits, ServerLimits
+    from verigym.serve import ServeLimits
     from verigym.serve.workflow import ServeConfig, ServeSetupError, check
 
-    key = _api_key(api_key, api_key_env)
+    key = resolve_api_key(api_key, api_key_env)
     for flag, value in (
         ("--max-body-bytes", max_body_bytes),
         ("--max-concurrent-requests", max_concurrent_requests),
@@ -147,15 +140,7 @@ def serve_cmd(
     ):
         if value < 1:
             fail(f"{flag} must be at least 1, got {value}")
-    if max_connections < 1:
-        fail(f"--max-connections must be at least 1, got {max_connections}")
-    for flag, seconds in (
-        ("--header-timeout", header_timeout),
-        ("--body-timeout", body_timeout),
-        ("--keep-alive-timeout", keep_alive_timeout),
-    ):
-        if not 0 < seconds < 1e9:  # NaN fails both
-            fail(f"{flag} must be a number of seconds above 0, got {seconds}")
+    server = server_limits(max_connections, header_timeout, body_timeout, keep_alive_timeout)
     config = ServeConfig(
         model=model_path,
         host=host,
@@ -169,7 +154,7 @@ def serve_cmd(
         threads=threads,
         api_key=key,
         limits=ServeLimits(max_body_bytes, max_concurrent_requests, max_queued_tokens),
-        server_limits=ServerLimits(header_timeout, body_timeout, keep_alive_timeout, max_connections),
+        server_limits=server,
         adapter_dir=allow_adapter_loading.expanduser() if allow_adapter_loading is not None else None,
     )
     try:
@@ -217,19 +202,6 @@ def _serve(config: Any) -> None:
         serve_model(config, on_event=on_event)
     finally:
         status.stop()
-
-
-def _api_key(value: str | None, env: str | None) -> str | None:
-    """The key from ``--api-key`` or ``--api-key-env`` (never printed, not even in an error)."""
-    if value is not None and env is not None:
-        fail("--api-key and --api-key-env: give one of them")
-    if env is not None:
-        value = os.environ.get(env)
-        if not value:
-            fail(f"--api-key-env {env}: the environment variable {env} is not set")
-    if value is not None and not value.strip():
-        fail("--api-key: the key is empty")
-    return value
 
 
 def _loopback(host: str) -> bool:
