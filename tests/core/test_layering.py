@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "_pass_at_k": 1,  # pass@k defined once, for eval's summary and train's held-out pass@1; imports nothing of verigym  # reading user files (configs, datasets) with one-line errors; imports nothing of verigym
     "testing": 1,  # FakeOpenAIServer for tests and benchmarks; imports only _http_server of verigym
     "_http_server": 1,  # uvicorn with read deadlines and a connection cap for every server; nothing of verigym
+    "_asgi_guard": 1,  # API key, body cap and JSON reply as ASGI pieces for every server; nothing of verigym
     "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym
     "registry": 1,  # Registry[T] and the verigym.plugins group, for every extension axis; nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
 
+from verigym._asgi_guard import send_json
 from verigym.gateway._recording import CURRENT
 
 if TYPE_CHECKING:
@@ -172,10 +173,9 @@ class McpEndpoint:
 
 async def _reply(send: Send, status: int, message: str) -> None:
     """A JSON-RPC error body (no id), as the MCP SDK answers a request it refuses."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode("ascii"))]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send_json(
+        send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    )
 
 
 def add_mcp_route(app: Starlette, sessions: Sessions) -> McpEndpoint:

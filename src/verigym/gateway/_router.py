@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from verigym._asgi_guard import request_headers, send_json
 from verigym.gateway._recording import CURRENT, Call
 from verigym.gateway._sessions import Dialect, Sessions, Stored
 from verigym.serve.wiring import ApiError, anthropic_error, error_body
@@ -63,7 +63,7 @@ class SessionRouter:
             return
         anthropic = path.startswith("/v1/messages")
         try:
-            sid = self._resolve(named_by_path, _headers(scope))
+            sid = self._resolve(named_by_path, request_headers(scope))
         except ApiError as exc:
             await _error(send, exc, anthropic)
             return
@@ -126,7 +126,7 @@ class SessionRouter:
         body, replay = await _read_body(receive)
         key: ReplyKey = (str(scope["method"]), str(scope["path"]), hashlib.sha256(body).digest())
         slot = (call.session, key)
-        if _retry_count(_headers(scope)) > 0:
+        if _retry_count(request_headers(scope)) > 0:
             if slot in self._running:
                 await self._running[slot].wait()
             stored = self.sessions.stored(call.session, key)
@@ -189,13 +189,6 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
     return body, replay
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
-    out: dict[bytes, bytes] = {}
-    for name, value in scope.get("headers", ()):
-        out.setdefault(bytes(name).lower(), bytes(value))
-    return out
-
-
 def _keys(headers: dict[bytes, bytes]) -> list[tuple[str, bytes]]:
     out = []
     scheme, _, token = headers.get(b"authorization", b"").strip().partition(b" ")
@@ -223,11 +216,5 @@ def _fail(status: int, message: str, code: str) -> ApiError:
 
 async def _error(send: Send, exc: ApiError, anthropic: bool) -> None:
     body = anthropic_error(exc) if anthropic else error_body(str(exc), exc.type, exc.param, exc.code)
-    data = json.dumps(body).encode("utf-8")
-    head = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(data)).encode("ascii")),
-        *((k.encode("ascii"), v.encode("ascii")) for k, v in (exc.headers or {}).items()),
-    ]
-    await send({"type": "http.response.start", "status": exc.status, "headers": head})
-    await send({"type": "http.response.body", "body": data, "more_body": False})
+    headers = [(k.encode("ascii"), v.encode("ascii")) for k, v in (exc.headers or {}).items()]
+    await send_json(send, exc.status, body, headers)

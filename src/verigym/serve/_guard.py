@@ -1,30 +1,28 @@
 """What ``verigym serve`` asks of a client before a route runs: the API key and a bounded body.
 
-``Guard`` is pure ASGI middleware in front of the FastAPI app; it never buffers a body itself:
+``Guard`` is pure ASGI middleware in front of the FastAPI app, built from ``verigym._asgi_guard``'s
+pieces (as ``verigym env-server``'s guard is); it never buffers a body itself:
 
 - with an API key, every request except ``GET /health`` must carry ``Authorization: Bearer KEY``
   (compared in constant time with ``hmac.compare_digest``); otherwise a 401 in OpenAI's error shape.
   The key is held only in memory: it is never logged, echoed in an error or written to a file.
 - a body larger than ``max_body_bytes`` gets a 413: at once when ``Content-Length`` announces it (the
-  body is never read), else as soon as the streamed chunks pass the cap. uvicorn stops reading a
-  connection while 64 KiB wait unread, so the rest of a huge body never reaches memory.
+  body is never read), else as soon as the streamed chunks pass the cap (``run_capped``).
 
 ``ServeLimits`` holds these caps and the admission limits of ``_admission``.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from verigym._asgi_guard import ApiKey, request_headers, run_capped, send_json
 from verigym.serve._wire import error_body
 
-__all__ = ["ApiKey", "BodyTooLarge", "Guard", "ServeLimits"]
+__all__ = ["ApiKey", "Guard", "ServeLimits"]  # ApiKey: verigym._asgi_guard's, for _app
 
 MiB = 1024 * 1024
 
@@ -50,36 +48,6 @@ class ServeLimits:
                 raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
 
 
-class ApiKey:
-    """A bearer key that never shows itself: not in a repr (the app's middleware list prints its
-    arguments), not in a log line, not in an error."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        if not value:
-            raise ValueError("the API key must not be empty")
-        self._value = value.encode("utf-8")
-
-    def matches(self, token: bytes) -> bool:
-        """Whether ``token`` is the key, in time independent of where they differ."""
-        return hmac.compare_digest(token, self._value)
-
-    def __repr__(self) -> str:
-        return "ApiKey(***)"
-
-    __str__ = __repr__
-
-
-class BodyTooLarge(HTTPException):
-    """Raised from ``receive`` once a streamed body passes the cap. An ``HTTPException``, so FastAPI's
-    body reading lets it through to the app's handler (a 413 in OpenAI's shape); ``Guard`` answers it
-    itself when it gets that far."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, _too_large(limit))
-
-
 def _too_large(limit: int) -> str:
     return (
         f"the request body is larger than this server's limit of {limit} bytes "
@@ -99,40 +67,23 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = request_headers(scope)
         if self._key is not None and scope["path"] != "/health":
             problem = self._auth_problem(headers.get(b"authorization"))
             if problem:
                 body = error_body(problem, "invalid_request_error", code="invalid_api_key")
-                await _reply(send, 401, body, [(b"www-authenticate", b"Bearer")])
+                await send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
                 return
-        limit = self.max_body_bytes
-        length = _content_length(headers.get(b"content-length"))
-        if length is not None and length > limit:
-            await _reply(send, 413, error_body(_too_large(limit), "invalid_request_error"))
-            return
-        seen, started = 0, False
-
-        async def bounded_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge(limit)
-            return message
-
-        async def watched_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, bounded_receive, watched_send)
-        except BodyTooLarge:
-            if started:
-                raise
-            await _reply(send, 413, error_body(_too_large(limit), "invalid_request_error"))
+        await run_capped(
+            self.app,
+            scope,
+            receive,
+            send,
+            headers=headers,
+            limit=self.max_body_bytes,
+            detail=_too_large(self.max_body_bytes),
+            error=_invalid_request,
+        )
 
     def _auth_problem(self, header: bytes | None) -> str | None:
         """Why ``header`` does not authorize the request (None: it does)."""
@@ -147,31 +98,6 @@ class Guard:
         return None
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
-    """The request's headers by lower-case name (the first of repeated ones; ``Content-Length`` may not
-    repeat with different values: h11 rejects that before the app runs)."""
-    out: dict[bytes, bytes] = {}
-    for name, value in scope.get("headers", ()):
-        out.setdefault(bytes(name).lower(), bytes(value))
-    return out
-
-
-def _content_length(value: bytes | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-async def _reply(
-    send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    """A whole JSON response, sent without reading the request body."""
-    data = json.dumps(body).encode("utf-8")
-    head = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(data)).encode("ascii")),
-        *(headers or []),
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": data, "more_body": False})
+def _invalid_request(message: str) -> dict[str, Any]:
+    """The 413's body in OpenAI's error shape."""
+    return error_body(message, "invalid_request_error")
