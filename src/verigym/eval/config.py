@@ -7,10 +7,7 @@ command-line flags. Keys of the TOML file are the long flag names with underscor
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +20,7 @@ from verigym._files import FileProblem, read_toml, write_json
 from verigym._numbers import first_bad_number
 from verigym.graders.penalties import RubricSpec
 from verigym.policies.spec import ModelSpec, check_tool_format
+from verigym.record import git_revision, package_versions
 from verigym.tools.mcp_config import ToolsSpec
 from verigym.types import Sampling
 
@@ -197,37 +195,6 @@ def load_saved(out: Path) -> dict[str, Any]:
         raise ConfigError(f"--resume: {path} does not exist (nothing to resume in {out})") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"--resume: {path} is not a verigym config.json ({exc})") from None
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of Python and the packages that decide results (read from metadata, no imports)."""
-    out = {"python": platform.python_version()}
-    for name in ("verigym", "openai", "pydantic", "numpy", "torch", "transformers", "math-verify"):
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def git_revision() -> str | None:
-    """The git revision of verigym's own source tree (with ``-dirty``), or None outside git."""
-    here = Path(__file__).resolve().parent
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{rev}-dirty" if dirty else rev
 
 
 def write_config_json(
