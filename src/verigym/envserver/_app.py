@@ -26,7 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from verigym._http_server import ServerLimits, _protocol_class, _Server
+from verigym._http_server import ServerHandle, ServerLimits, _protocol_class, _Server
 from verigym.envs.base import Environment
 from verigym.envserver._catalog import ServedEnv
 from verigym.envserver._guard import EnvGuard
@@ -140,33 +140,31 @@ class EnvServer:
         self.table: SessionTable = self.app.table
         self.host = host
         max_ws = int(options.get("max_body_bytes", MAX_BODY_BYTES))
-        self._server = _uvicorn_server(self.app, host, port, limits, max_ws)
-        self._thread = threading.Thread(target=self._server.run, name="verigym-env-server", daemon=True)
+        server = _uvicorn_server(self.app, host, port, limits, max_ws)
+        thread = threading.Thread(target=server.run, name="verigym-env-server", daemon=True)
+        self._handle = ServerHandle(server, thread, host)  # port, url and stop as every server's
 
     @property
     def port(self) -> int:
-        return int(self._server.servers[0].sockets[0].getsockname()[1])
+        return self._handle.port
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self._handle.url
 
     def start(self, timeout_s: float = 30.0) -> EnvServer:
-        self._thread.start()
+        server, thread = self._handle.server, self._handle.thread
+        thread.start()
         deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self._server.should_exit = True
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
                 raise RuntimeError(f"the env-server did not start on {self.host}")
             time.sleep(0.01)
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            self._server.force_exit = True
-            self._thread.join(timeout_s)
+        self._handle.stop(timeout_s)
 
     def __enter__(self) -> EnvServer:
         return self.start()
