@@ -1,13 +1,17 @@
 """The flags ``verigym serve`` and ``verigym env-server`` share: the HTTP layer's limits (``--max-connections``,
 ``--header-timeout``, ``--body-timeout``, ``--keep-alive-timeout``, checked into one
-``verigym._http_server.ServerLimits``) and the API key of ``--api-key``/``--api-key-env``.
+``verigym._http_server.ServerLimits``) and the API key of ``--api-key``/``--api-key-env``; and what every
+serving command (``view`` too) asks of ``--host``/``--port``: whether it can listen there, whether the
+address is loopback.
 
 The defaults are spelled here, not imported, so that ``verigym --help`` does not import the server; the
 commands' tests keep them equal to ``ServerLimits``' own."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -23,8 +27,10 @@ __all__ = [
     "KEEP_ALIVE_S",
     "MAX_CONNECTIONS",
     "body_timeout_option",
+    "check_listen",
     "check_seconds",
     "header_timeout_option",
+    "is_loopback",
     "keep_alive_option",
     "max_connections_option",
     "resolve_api_key",
@@ -101,3 +107,24 @@ def resolve_api_key(value: str | None, env: str | None) -> str | None:
     if value is not None and not value.strip():
         fail("--api-key: the key is empty")
     return value
+
+
+def check_listen(host: str, port: int) -> None:
+    """One line and exit 2 unless ``port`` is a port number and ``host:port`` can be listened on now."""
+    if not 0 < port < 65536:
+        fail(f"--port must be in 1..65535, got {port}")
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost`` or a loopback address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

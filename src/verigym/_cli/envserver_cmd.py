@@ -3,12 +3,11 @@ Standard's protocols (``docs/envserver.md``)."""
 
 from __future__ import annotations
 
-import socket
-
 import typer
 
 from verigym._cli._server_opts import (
     body_timeout_option,
+    check_listen,
     check_seconds,
     header_timeout_option,
     keep_alive_option,
@@ -68,8 +67,6 @@ def env_server_cmd(
     ),
 ) -> None:
     """Serve environments to remote trainers in OpenEnv's and the Open Reward Standard's protocols."""
-    if not 0 < port < 65536:
-        fail(f"--port must be in 1..65535, got {port}")
     for flag, value in (("--max-sessions", max_sessions), ("--max-body-bytes", max_body_bytes)):
         if value < 1:
             fail(f"{flag} must be at least 1, got {value}")
@@ -77,11 +74,7 @@ def env_server_cmd(
     limits = server_limits(max_connections, header_timeout, body_timeout, keep_alive_timeout)
     key = resolve_api_key(api_key, api_key_env)
     kwargs = parse_kv(env_arg, "--env-arg")
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
+    check_listen(host, port)
 
     from verigym.envs.base import Environment
     from verigym.envs.registry import load_env

@@ -7,7 +7,6 @@ served in the foreground), drawing its events. Bad input is one red line and exi
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.markup import escape
 from verigym._cli._server_opts import (
     body_timeout_option,
     header_timeout_option,
+    is_loopback,
     keep_alive_option,
     max_connections_option,
     resolve_api_key,
@@ -192,7 +192,7 @@ def _serve(config: Any) -> None:
             console.print(f"Loading weights at run time: from {config.adapter_dir.resolve()} only")
         if config.api_key is not None:
             console.print("API key required (Authorization: Bearer ...) on every endpoint but /health")
-        elif not _loopback(config.host):
+        elif not is_loopback(config.host):
             console.print(
                 f"[yellow]--host {config.host} without --api-key-env: anyone who can reach this port can use "
                 "the model[/]"
@@ -202,15 +202,6 @@ def _serve(config: Any) -> None:
         serve_model(config, on_event=on_event)
     finally:
         status.stop()
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def register(app: typer.Typer) -> None:

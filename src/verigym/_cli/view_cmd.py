@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from pathlib import Path
 
 import typer
 
+from verigym._cli._server_opts import check_listen, is_loopback
 from verigym._cli.common import console, fail
 
 __all__ = ["register"]
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def view_cmd(
@@ -33,17 +23,11 @@ def view_cmd(
     ),
 ) -> None:
     """Browse runs in a web browser: run list, sample table with filters, each sample, two runs side by side, training steps."""
-    if not 0 < port < 65536:
-        fail(f"--port must be in 1..65535, got {port}")
     folder = runs_dir.expanduser()
     if not folder.is_dir():
         fail(f"RUNS_DIR {runs_dir}: no such directory")
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
-    if not _loopback(host):
+    check_listen(host, port)
+    if not is_loopback(host):
         console.print(
             f"[yellow]warning: --host {host} is not loopback: anyone who can reach this address can read "
             f"every run under {folder} (prompts, answers, configs); the viewer has no login[/]"
