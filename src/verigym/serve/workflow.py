@@ -218,6 +218,24 @@ def _opened(config: ServeConfig, emit: OnEvent) -> LocalPolicy:
     return open_served_policy(config, emit)
 
 
+def _emitter(on_event: OnEvent | None) -> OnEvent:
+    """``on_event``, or a sink when there is none."""
+    return on_event if on_event is not None else (lambda event: None)
+
+
+def _served_as(config: ServeConfig, policy: LocalPolicy) -> dict[str, Any]:
+    """How ``config`` serves ``policy``: the keywords ``serve`` and ``RunningServer`` both take."""
+    return {
+        "host": config.host,
+        "port": config.port,
+        "name": config.name or policy.name,
+        "api_key": config.api_key,
+        "limits": config.limits,
+        "adapter_dir": config.adapter_dir,
+        "server_limits": config.server_limits,
+    }
+
+
 def _ready(config: ServeConfig, policy: LocalPolicy, url: str) -> ServeEvent:
     from verigym.policies.tiny import count_parameters
 
@@ -233,49 +251,23 @@ def _ready(config: ServeConfig, policy: LocalPolicy, url: str) -> ServeEvent:
 
 def serve_model(config: ServeConfig, *, on_event: OnEvent | None = None) -> None:
     """Check ``config``, open its model and serve it in the foreground until Ctrl-C or SIGTERM."""
-
-    def emit(event: ServeEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
     from verigym.serve._app import serve
 
+    emit = _emitter(on_event)
     check(config)
     policy = _opened(config, emit)
     emit(_ready(config, policy, f"http://{config.host}:{config.port}/v1"))
-    serve(
-        policy,
-        host=config.host,
-        port=config.port,
-        name=config.name or policy.name,
-        api_key=config.api_key,
-        limits=config.limits,
-        adapter_dir=config.adapter_dir,
-        server_limits=config.server_limits,
-    )
+    serve(policy, **_served_as(config, policy))
 
 
 def start_model_server(config: ServeConfig, *, on_event: OnEvent | None = None) -> RunningServer:
     """``serve_model`` on a background thread (``port=0``: a free port); stop the returned
     ``RunningServer`` (or use it as a context manager) when done."""
-
-    def emit(event: ServeEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
     from verigym.serve._app import RunningServer
 
+    emit = _emitter(on_event)
     check(config, listen=False)
     policy = _opened(config, emit)
-    server = RunningServer(
-        policy,
-        host=config.host,
-        port=config.port,
-        name=config.name or policy.name,
-        api_key=config.api_key,
-        limits=config.limits,
-        adapter_dir=config.adapter_dir,
-        server_limits=config.server_limits,
-    ).start()
+    server = RunningServer(policy, **_served_as(config, policy)).start()
     emit(_ready(config, policy, server.url))
     return server
