@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,24 +33,9 @@ HERE = Path(__file__).resolve().parent
 BENCH_PY = HERE.parent / ".bench" / "venv" / "bin"
 sys.path.insert(0, str(HERE))
 
-from view_scale import write_run  # noqa: E402
+from view_scale import _free_port, _memory, write_run  # noqa: E402  (the same port and /proc readers)
 
 CHROMIUM = "/usr/bin/chromium"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _memory(pid: int) -> dict[str, float]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            name, value = line.split(":")
-            out[name] = int(value.split()[0]) / 1024
-    return out
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
