@@ -9,6 +9,9 @@ event loop logs a traceback per failed accept). ``ServerLimits`` closes those ho
   connection is closed. Trickling a byte at a time does not extend it.
 - ``body_timeout_s``: the whole body must arrive within this many seconds of the headers; else the
   connection is closed (the app sees a disconnect).
+- Both deadlines are for HTTP requests only: a connection upgraded to a WebSocket (``ws=True``) has none
+  and lives as long as its peer keeps it; the WebSocket's own ping (every 20 s, closed when a pong does
+  not come within 20 s) drops a peer that is gone.
 - ``keep_alive_s``: an idle kept-alive connection is closed after this long.
 - ``max_connections``: open connections past this get a 503 (``Retry-After: 1``) and are closed at
   once. It is also held under the process's file-descriptor limit (``RLIMIT_NOFILE`` less an eighth,
@@ -18,7 +21,9 @@ event loop logs a traceback per failed accept). ``ServerLimits`` closes those ho
 
 ``start_in_thread(app, host, port, limits=...)`` runs an ASGI app on a background thread and returns a
 ``ServerHandle`` (``.url``, ``.port``, ``.stop()``, a context manager); ``serve_forever`` runs one in
-the foreground until Ctrl-C (CLI commands). Imports uvicorn and h11, nothing of verigym.
+the foreground until Ctrl-C (CLI commands). Both serve WebSockets only with ``ws=True`` (uvicorn's
+websockets-sansio protocol, messages up to ``ws_max_bytes``, no per-message compression). Imports
+uvicorn and h11, nothing of verigym.
 """
 
 from __future__ import annotations
@@ -158,6 +163,7 @@ class _LimitedH11(H11Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._phase = ""  # "headers", "body", or "" (no read deadline running)
         self._shed = False
+        self._upgraded = False  # a WebSocket now: no HTTP deadline ever again
         super().connection_made(transport)
         if len(self.connections) > self.cap:
             self._shed = True
@@ -184,7 +190,16 @@ class _LimitedH11(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The transport passes to the WebSocket protocol (which never calls back here): h11 still thinks
+        # the upgrade request's body is coming, so without this the body deadline would close the socket.
+        self._upgraded = True
+        self._disarm()
+        super().handle_websocket_upgrade(event)
+
     def _follow(self) -> None:
+        if self._upgraded:
+            return
         state = self.conn.their_state
         if state is h11.SEND_BODY and self._phase == "headers":
             self._arm("body", self.limits.body_timeout_s)
@@ -226,6 +241,9 @@ class _Server(Server):
         await super().serve(sockets)
 
 
+_WS_MAX_BYTES = 16 * 1024 * 1024  # uvicorn's own default
+
+
 def _server(
     app: Any,
     host: str,
@@ -234,14 +252,20 @@ def _server(
     log_level: str,
     backlog: int,
     graceful_s: float,
+    ws: bool = False,
+    ws_max_bytes: int = _WS_MAX_BYTES,
 ) -> _Server:
     limits = limits or ServerLimits()
+    if isinstance(ws_max_bytes, bool) or not isinstance(ws_max_bytes, int) or ws_max_bytes < 1:
+        raise ValueError(f"ws_max_bytes must be a whole number of at least 1, got {ws_max_bytes!r}")
     config = Config(
         app,
         host=host,
         port=port,
         http=_protocol_class(limits),
-        ws="none",
+        ws="websockets-sansio" if ws else "none",
+        ws_max_size=ws_max_bytes,
+        ws_per_message_deflate=False,  # small JSON on a fast link: compressing costs more CPU than it saves
         interface="asgi3",  # every app here is ASGI 3 (a bound method is not detected as one)
         lifespan="off",
         log_level=log_level,
@@ -290,6 +314,8 @@ def start_in_thread(
     port: int = 0,
     *,
     limits: ServerLimits | None = None,
+    ws: bool = False,
+    ws_max_bytes: int = _WS_MAX_BYTES,
     name: str = "verigym-http",
     log_level: str = "warning",
     backlog: int = 2048,
@@ -298,10 +324,11 @@ def start_in_thread(
 ) -> ServerHandle:
     """Serve ``app`` on ``host:port`` (0: a free port) on a daemon thread; returns once it listens.
 
-    ``graceful_s``: how long ``stop()`` lets open requests finish. Raises ``RuntimeError`` when it does
-    not start within ``timeout_s`` (the port taken, say).
+    ``ws``: serve WebSockets too (messages up to ``ws_max_bytes``). ``graceful_s``: how long ``stop()``
+    lets open requests finish. Raises ``RuntimeError`` when it does not start within ``timeout_s`` (the
+    port taken, say).
     """
-    server = _server(app, host, port, limits, log_level, backlog, graceful_s)
+    server = _server(app, host, port, limits, log_level, backlog, graceful_s, ws, ws_max_bytes)
     thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s
@@ -319,8 +346,11 @@ def serve_forever(
     port: int = 8000,
     *,
     limits: ServerLimits | None = None,
+    ws: bool = False,
+    ws_max_bytes: int = _WS_MAX_BYTES,
     log_level: str = "warning",
     backlog: int = 2048,
 ) -> None:
-    """Serve ``app`` in the foreground until interrupted (Ctrl-C or SIGTERM stop it gracefully)."""
-    _server(app, host, port, limits, log_level, backlog, 5.0).run()
+    """Serve ``app`` in the foreground until interrupted (Ctrl-C or SIGTERM stop it gracefully);
+    ``ws`` and ``ws_max_bytes`` as in ``start_in_thread``."""
+    _server(app, host, port, limits, log_level, backlog, 5.0, ws, ws_max_bytes).run()

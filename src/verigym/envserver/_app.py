@@ -7,17 +7,15 @@ levels) come from ``_errors``. The reaper closes sessions idle past ``idle_s``; 
 request on the serving loop (the shared runner turns ASGI lifespan off) and runs every
 ``min(idle_s / 4, 5)`` seconds.
 
-The server runs on ``verigym._http_server``'s hardened HTTP protocol (header and body deadlines, a
-connection cap answered with 503) with WebSockets on (``ws="websockets-sansio"``), which that module's own
-runner leaves off.
+The server runs on ``verigym._http_server``'s runner (header and body deadlines for HTTP requests, a
+connection cap answered with 503) with WebSockets on (``ws=True``, messages up to ``max_body_bytes``): an
+open socket has no read deadline and lives while its client keeps it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from verigym._http_server import ServerHandle, ServerLimits, _protocol_class, _Server
+from verigym._http_server import ServerHandle, ServerLimits, serve_forever, start_in_thread
 from verigym.envs.base import Environment
 from verigym.envserver._catalog import ServedEnv
 from verigym.envserver._guard import EnvGuard
@@ -97,30 +95,6 @@ def create_app(
     return wrapped
 
 
-def _uvicorn_server(
-    app: Any, host: str, port: int, limits: ServerLimits | None, max_ws_bytes: int
-) -> _Server:
-    from uvicorn import Config
-
-    limits = limits or ServerLimits()
-    config = Config(
-        app,
-        host=host,
-        port=port,
-        http=_protocol_class(limits),
-        ws="websockets-sansio",
-        ws_per_message_deflate=False,  # small JSON on a fast link: compressing costs more CPU than it saves
-        ws_max_size=max_ws_bytes,
-        interface="asgi3",
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=max(1, math.ceil(limits.keep_alive_s)),
-        timeout_graceful_shutdown=5,
-    )
-    return _Server(config, limits)
-
-
 class EnvServer:
     """An env-server on a background thread (tests, benchmarks): ``url`` is ``http://HOST:PORT``.
 
@@ -138,33 +112,40 @@ class EnvServer:
     ) -> None:
         self.app = create_app(envs, **options)
         self.table: SessionTable = self.app.table
-        self.host = host
-        max_ws = int(options.get("max_body_bytes", MAX_BODY_BYTES))
-        server = _uvicorn_server(self.app, host, port, limits, max_ws)
-        thread = threading.Thread(target=server.run, name="verigym-env-server", daemon=True)
-        self._handle = ServerHandle(server, thread, host)  # port, url and stop as every server's
+        self.host, self._port, self._limits = host, port, limits
+        self._max_ws = int(options.get("max_body_bytes", MAX_BODY_BYTES))
+        self._handle: ServerHandle | None = None
+
+    def _running(self) -> ServerHandle:
+        if self._handle is None:
+            raise RuntimeError("the env-server is not started: call start() or use it in a with block")
+        return self._handle
 
     @property
     def port(self) -> int:
-        return self._handle.port
+        return self._running().port
 
     @property
     def url(self) -> str:
-        return self._handle.url
+        return self._running().url
 
     def start(self, timeout_s: float = 30.0) -> EnvServer:
-        server, thread = self._handle.server, self._handle.thread
-        thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                server.should_exit = True
-                raise RuntimeError(f"the env-server did not start on {self.host}")
-            time.sleep(0.01)
+        """Listen (port, url and stop as every server's: ``verigym._http_server.ServerHandle``)."""
+        self._handle = start_in_thread(
+            self.app,
+            self.host,
+            self._port,
+            limits=self._limits,
+            ws=True,
+            ws_max_bytes=self._max_ws,
+            name="verigym-env-server",
+            timeout_s=timeout_s,
+        )
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._handle.stop(timeout_s)
+        if self._handle is not None:
+            self._handle.stop(timeout_s)
 
     def __enter__(self) -> EnvServer:
         return self.start()
@@ -177,4 +158,4 @@ def serve_envs(
     app: Any, host: str, port: int, max_body_bytes: int, limits: ServerLimits | None = None
 ) -> None:
     """Serve ``create_app``'s ``app`` in the foreground until Ctrl-C (the CLI)."""
-    _uvicorn_server(app, host, port, limits, max_body_bytes).run()
+    serve_forever(app, host, port, limits=limits, ws=True, ws_max_bytes=max_body_bytes)

@@ -182,8 +182,9 @@ def add_openenv_routes(app: FastAPI, table: SessionTable, version: str) -> None:
         attach = websocket.query_params.get("session_id")
         if attach is not None:  # openenv's MCPToolClient: the socket joins its HTTP MCP session
             if attach not in table.live:
-                await websocket.send_text(_error(f"Unknown session_id: {attach}", "SESSION_ERROR"))
-                await websocket.close()
+                with contextlib.suppress(WebSocketDisconnect):  # the client left first: nothing to tell
+                    await websocket.send_text(_error(f"Unknown session_id: {attach}", "SESSION_ERROR"))
+                await _close(websocket)
                 return
             session = table.get(attach)
         try:
@@ -195,12 +196,17 @@ def add_openenv_routes(app: FastAPI, table: SessionTable, version: str) -> None:
                 if stop:
                     break
         except WebSocketDisconnect:
-            pass
+            return  # the client closed (or vanished): a normal end, nothing to answer or log
         finally:
             if session is not None and attach is None:  # an attached session outlives its socket
                 table.close(session.id)
-        with contextlib.suppress(RuntimeError):  # already closed by the client
-            await websocket.close()
+        await _close(websocket)
+
+
+async def _close(websocket: WebSocket) -> None:
+    """Close our side unless the client's close got there first (then closing is no error to log)."""
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+        await websocket.close()
 
 
 async def _ws_message(
