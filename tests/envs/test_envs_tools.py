@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from verigym.envs.tool import ToolEnv
 from verigym.policies.scripted import ScriptedPolicy
 from verigym.rubric import Grader, Rubric
-from verigym.tools import State, Tool, ToolArgumentError, tool
+from verigym.tools import State, Tool, ToolArgumentError, tool, tool_parts
 from verigym.types import Message, Sampling, Task, ToolCall, Trajectory
 
 
@@ -323,3 +323,23 @@ async def test_sync_tool_timeout_counts_only_its_own_run() -> None:
         assert await blocker == "held"
     finally:
         release.set()
+
+
+def test_tool_parts_reads_both_schema_shapes_and_skips_nameless_ones() -> None:
+    schemas: list[Any] = [
+        {
+            "type": "function",
+            "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}},
+        },
+        {"name": "look", "parameters": None},
+        {"name": "raw", "parameters": {"type": "string"}},
+        {"function": {"description": "no name"}},
+        {"name": ""},
+        "not a schema",
+    ]
+    assert tool_parts(schemas) == [
+        ("add", "Add.", {"type": "object", "properties": {}}),
+        ("look", "", {"type": "object", "properties": {}}),
+        ("raw", "", {"type": "string"}),
+    ]
+    assert tool_parts(None) == [] and tool_parts([add.schema()])[0][0] == "add"

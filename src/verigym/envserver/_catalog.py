@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verigym.envs.base import Environment
+from verigym.tools import tool_parts
 from verigym.types import Task
 
 __all__ = ["ALL_SPLITS", "FieldError", "ServedEnv", "TaskRef", "public_task", "tool_specs"]
@@ -160,15 +161,4 @@ class ServedEnv:
 def tool_specs(env: Environment) -> list[tuple[str, str, dict[str, Any]]]:
     """The environment's tools as ``(name, description, JSON-schema parameters)`` (from ``tool_schemas()``:
     OpenAI function tools, or bare ``{"name", ...}``)."""
-    out = []
-    for schema in env.tool_schemas() or []:
-        fn = schema.get("function", schema)
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            continue
-        params = fn.get("parameters")
-        params = dict(params) if isinstance(params, dict) else {}
-        params.setdefault("type", "object")
-        if params["type"] == "object":
-            params.setdefault("properties", {})
-        out.append((fn["name"], str(fn.get("description") or ""), params))
-    return out
+    return tool_parts(env.tool_schemas())

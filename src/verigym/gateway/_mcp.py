@@ -37,6 +37,7 @@ from starlette.types import Receive, Scope, Send
 
 from verigym._asgi_guard import send_json
 from verigym.gateway._recording import CURRENT
+from verigym.tools import tool_parts
 
 if TYPE_CHECKING:
     import mcp_types
@@ -66,22 +67,10 @@ class SessionTools:
     def listed(self) -> list[mcp_types.Tool]:
         import mcp_types
 
-        out = []
-        for schema in self.schemas:
-            fn = schema.get("function", schema)
-            if not isinstance(fn, Mapping) or not fn.get("name"):
-                continue
-            parameters = fn.get("parameters")
-            params = dict(parameters) if isinstance(parameters, Mapping) else {}
-            params.setdefault("type", "object")
-            if params["type"] == "object":
-                params.setdefault("properties", {})
-            out.append(
-                mcp_types.Tool(
-                    name=str(fn["name"]), description=str(fn.get("description") or ""), input_schema=params
-                )
-            )
-        return out
+        return [
+            mcp_types.Tool(name=name, description=description, input_schema=params)
+            for name, description, params in tool_parts(self.schemas)
+        ]
 
     async def call(self, name: str, arguments: Mapping[str, Any] | None) -> str:
         async def run() -> str:

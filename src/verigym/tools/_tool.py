@@ -31,7 +31,7 @@ import contextvars
 import copy
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints, overload
 
@@ -40,7 +40,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["STATE", "State", "Tool", "ToolArgumentError", "strip_titles", "tool"]
+__all__ = ["STATE", "State", "Tool", "ToolArgumentError", "strip_titles", "tool", "tool_parts"]
 
 
 class _StateMarker:
@@ -78,6 +78,25 @@ def strip_titles(schema: Any) -> Any:
     if isinstance(schema, list):
         return [strip_titles(v) for v in schema]
     return schema
+
+
+def tool_parts(schemas: Iterable[Any] | None) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each tool of ``schemas`` (an environment's ``tool_schemas()``: OpenAI function tools, or bare
+    ``{"name", "description", "parameters"}``) as ``(name, description, JSON-schema parameters)``, the
+    parameters an object schema with ``properties`` when they are an object; one without a name is left
+    out."""
+    out = []
+    for schema in schemas or []:
+        fn = schema.get("function", schema) if isinstance(schema, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            continue
+        parameters = fn.get("parameters")
+        params = dict(parameters) if isinstance(parameters, Mapping) else {}
+        params.setdefault("type", "object")
+        if params["type"] == "object":
+            params.setdefault("properties", {})
+        out.append((fn["name"], str(fn.get("description") or ""), params))
+    return out
 
 
 def _hint_source(fn: Any) -> Any:
