@@ -1,6 +1,8 @@
 """How the env-server's HTTP routes read a body and answer a failure: one line in FastAPI's ``{"detail"}``.
 
-``read_json`` parses a body with its own error lines (not JSON, nested too deep: 422); ``http_error``
+``read_json`` parses a body with its own error lines (not JSON, nested too deep: 422; a client that left
+mid-body, cut by the body deadline or gone, is answered 400 into the void rather than logged as a
+traceback); ``http_error``
 maps the package's exceptions to statuses: a bad field 422, an unknown session or environment 404, a step
 that cannot be taken now 409, a full server 429 with ``Retry-After``.
 """
@@ -11,6 +13,7 @@ import json
 from typing import Any, NoReturn
 
 from fastapi import HTTPException, Request
+from starlette.requests import ClientDisconnect
 
 from verigym.envserver._catalog import FieldError
 from verigym.envserver._episode import StepError
@@ -24,7 +27,10 @@ RETRY_AFTER_S = 1
 
 async def read_json(request: Request, *, empty: Any = None) -> Any:
     """The body as JSON (``empty`` for an empty body); 422 with one line when it is not."""
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # nobody reads the answer; it only keeps this normal end out of the log
+        raise HTTPException(400, "the client left before its request body was complete") from None
     if not raw.strip():
         if empty is None:
             raise HTTPException(422, "the request body is empty; expected a JSON object")
