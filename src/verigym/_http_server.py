@@ -19,7 +19,8 @@ event loop logs a traceback per failed accept). ``ServerLimits`` closes those ho
 - ``log_interval_s``: event-loop errors (``accept`` failing with ``EMFILE`` and the like) are logged
   as one line per kind per interval, with a count of the ones left out, never a traceback each.
 
-``start_in_thread(app, host, port, limits=...)`` runs an ASGI app on a background thread and returns a
+``listen_error(host, port)`` says whether a port can be listened on (the commands' check before they
+load anything). ``start_in_thread(app, host, port, limits=...)`` runs an ASGI app on a background thread and returns a
 ``ServerHandle`` (``.url``, ``.port``, ``.stop()``, a context manager); ``serve_forever`` runs one in
 the foreground until Ctrl-C (CLI commands). Both serve WebSockets only with ``ws=True`` (uvicorn's
 websockets-sansio protocol, messages up to ``ws_max_bytes``, no per-message compression). Imports
@@ -42,7 +43,14 @@ import h11
 from uvicorn import Config, Server
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ServerHandle", "ServerLimits", "effective_max_connections", "serve_forever", "start_in_thread"]
+__all__ = [
+    "ServerHandle",
+    "ServerLimits",
+    "effective_max_connections",
+    "listen_error",
+    "serve_forever",
+    "start_in_thread",
+]
 
 _log = logging.getLogger("verigym.http")
 
@@ -78,6 +86,21 @@ class ServerLimits:
         cap = self.max_connections
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ValueError(f"max_connections must be a whole number of at least 1, got {cap!r}")
+
+
+def listen_error(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now (the OS's words), or None when it can.
+
+    The probe sets ``SO_REUSEADDR`` as uvicorn's own socket does: a server that just stopped on the port
+    leaves connections in TIME_WAIT (about 60 s) that uvicorn listens past but a plain bind is refused
+    by; a socket still listening there is refused either way."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def effective_max_connections(limits: ServerLimits) -> int:

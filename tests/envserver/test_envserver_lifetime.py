@@ -4,8 +4,9 @@
   it still answers, while a slow HTTP body on the same server is still cut at the body deadline.
 - A client closing its WebSocket (cleanly, mid-episode, with a reply still on its way, or by dropping the
   TCP connection) leaves the server's log free of tracebacks.
-- A port is free again at once after the server on it stopped: ``check_listen`` (the bind check of
-  ``verigym env-server``, ``serve`` and ``view``) sets ``SO_REUSEADDR`` as uvicorn does, so the
+- A port is free again at once after the server on it stopped: the bind check of ``verigym env-server``
+  and ``view`` (``check_listen``) and of ``serve`` (``serve.workflow.check``) sets ``SO_REUSEADDR`` as
+  uvicorn does, so the
   TIME_WAIT connections a stopped server leaves do not refuse it; a port still listened on still is.
 - ``verigym eval`` says ``error:`` for an unreachable server as for a bad flag.
 
@@ -35,6 +36,7 @@ from verigym._http_server import ServerLimits, start_in_thread
 from verigym.cli import app
 from verigym.envs.registry import load_env
 from verigym.envserver import EnvServer
+from verigym.serve.workflow import ServeConfig, ServeSetupError, check
 
 DEADLINE_S = 1.0
 SLACK_S = 60.0
@@ -152,12 +154,15 @@ def _free_port() -> int:
 def test_a_stopped_servers_port_passes_the_bind_check_at_once() -> None:
     port = _free_port()
     _stop_with_kept_alive_connections(port)
-    check_listen("127.0.0.1", port)  # before the fix: "Address already in use" for ~60 s
+    check_listen("127.0.0.1", port)  # env-server's and view's; before the fix "Address already in use"
+    check(ServeConfig(model="tiny", port=port))  # verigym serve's
     with start_in_thread(EnvServer({"calc": load_env("calc")}).app, "127.0.0.1", port) as again:
         assert httpx.get(f"{again.url}/health", timeout=SLACK_S).status_code == 200
         with pytest.raises(typer.Exit) as refused:  # a port still listened on is still refused
             check_listen("127.0.0.1", port)
         assert refused.value.exit_code == 2
+        with pytest.raises(ServeSetupError, match="cannot listen there"):
+            check(ServeConfig(model="tiny", port=port))
 
 
 def _env_server(port: int) -> subprocess.Popen[bytes]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socket
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -110,19 +109,14 @@ def resolve_api_key(value: str | None, env: str | None) -> str | None:
 
 
 def check_listen(host: str, port: int) -> None:
-    """One line and exit 2 unless ``port`` is a port number and ``host:port`` can be listened on now.
-
-    The probe sets ``SO_REUSEADDR`` as uvicorn's own socket does: a server that just stopped on the port
-    leaves connections in TIME_WAIT (about 60 s), which the server may listen past but a plain bind is
-    refused by; a socket still listening there is refused either way."""
+    """One line and exit 2 unless ``port`` is a port number and ``host:port`` can be listened on now
+    (``verigym._http_server.listen_error``: a port a server just left is free at once)."""
     if not 0 < port < 65536:
         fail(f"--port must be in 1..65535, got {port}")
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror})")
+    from verigym._http_server import listen_error
+
+    if (why := listen_error(host, port)) is not None:
+        fail(f"--host {host} --port {port}: cannot listen there ({why})")
 
 
 def is_loopback(host: str) -> bool:

@@ -27,13 +27,12 @@ Building and checking a ``ServeConfig`` imports neither torch nor the app. It pr
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from verigym._http_server import ServerLimits
+from verigym._http_server import ServerLimits, listen_error
 from verigym.serve._guard import ServeLimits
 
 if TYPE_CHECKING:  # imported when a model is opened, so that a config is checked before torch loads
@@ -118,14 +117,8 @@ def check(config: ServeConfig, *, listen: bool = True) -> None:
         raise ServeSetupError(f"--max-batch-rows must be at least 1, got {config.max_batch_rows}")
     if config.adapter_dir is not None and not config.adapter_dir.expanduser().is_dir():
         raise ServeSetupError(f"--allow-adapter-loading {config.adapter_dir}: no such directory")
-    if listen:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((config.host, config.port))
-            except OSError as exc:
-                raise ServeSetupError(
-                    f"--host {config.host} --port {config.port}: cannot listen there ({exc.strerror})"
-                ) from exc
+    if listen and (why := listen_error(config.host, config.port)) is not None:  # SO_REUSEADDR as uvicorn
+        raise ServeSetupError(f"--host {config.host} --port {config.port}: cannot listen there ({why})")
     if config.threads is not None and config.threads < 1:
         raise ServeSetupError(f"--threads must be at least 1, got {config.threads}")
 
