@@ -8,7 +8,7 @@
   and ``view`` (``check_listen``) and of ``serve`` (``serve.workflow.check``) sets ``SO_REUSEADDR`` as
   uvicorn does, so the
   TIME_WAIT connections a stopped server leaves do not refuse it; a port still listened on still is.
-- ``verigym eval`` says ``error:`` for an unreachable server as for a bad flag.
+- ``verigym eval``/``select`` say ``error:`` for an unreachable server (env or model) as for a bad flag.
 
 Timing: only causal bounds (nothing is cut before its deadline) and generous upper bounds.
 """
@@ -201,11 +201,21 @@ def test_env_server_restarts_on_its_port_at_once() -> None:
     assert second.wait(timeout=SLACK_S) in (0, -signal.SIGTERM)
 
 
-def test_eval_says_error_alike_for_an_unreachable_server_and_a_bad_flag(tmp_path: Path) -> None:
-    runner, out = CliRunner(), str(tmp_path / "out")
-    unreachable = runner.invoke(app, ["eval", f"http://127.0.0.1:{_free_port()}", "-n", "2", "--out", out])
-    bad_flag = runner.invoke(app, ["eval", "calc", "-n", "-1", "--out", out])
-    for result, word in ((unreachable, "cannot reach"), (bad_flag, "--num-tasks")):
+def test_unreachable_servers_and_bad_flags_say_error_alike(tmp_path: Path) -> None:
+    """The one-line error prefix is ``error:`` whichever server is unreachable and for a bad flag."""
+    runner, out, gone = CliRunner(), str(tmp_path / "out"), f"http://127.0.0.1:{_free_port()}"
+    cases = (
+        (["eval", gone, "-n", "2", "--out", out], "cannot reach the env-server"),
+        (
+            ["eval", "calc", "-n", "2", "--base-url", f"{gone}/v1", "--model", "m", "--out", out],
+            "cannot reach",
+        ),
+        (["select", gone, "-n", "2"], "cannot reach the env-server"),
+        (["eval", "calc", "-n", "-1", "--out", out], "--num-tasks"),
+        (["eval", "calc", "--no-such-flag"], "--no-such-flag"),
+    )
+    for args, word in cases:
+        result = runner.invoke(app, args)
         err = result.stderr.strip()
-        assert result.exit_code == 2, result.output
-        assert err.startswith("error: ") and word in err and len(err.splitlines()) == 1, err
+        assert result.exit_code == 2, (args, result.output)
+        assert err.startswith("error: ") and word in err and len(err.splitlines()) == 1, (args, err)
