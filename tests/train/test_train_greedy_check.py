@@ -36,9 +36,9 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int]]:
     calls: list[tuple[float, int]] = []
     real = rl_module.evaluate  # type: ignore[attr-defined]
 
-    async def spy(env: Any, policy: Any, tasks: Any, *, sampling: Any, samples: int, env_name: str) -> Any:
+    async def spy(env: Any, policy: Any, tasks: Any, *, sampling: Any, samples: int, **rest: Any) -> Any:
         calls.append((sampling.temperature, samples))
-        return await real(env, policy, tasks, sampling=sampling, samples=samples, env_name=env_name)
+        return await real(env, policy, tasks, sampling=sampling, samples=samples, **rest)
 
     monkeypatch.setattr(rl_module, "evaluate", spy)
     return calls
