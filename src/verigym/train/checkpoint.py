@@ -23,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import random
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +115,7 @@ def _expected_bytes(root: Path, model: Any, optimizer: Any) -> int:
     optimizer's state in memory."""
     done = sorted(p for p in root.glob("step_*") if (p / "trainer.pt").is_file())
     if done:
-        return sum(f.stat().st_size for f in _files(done[-1]))
+        return sum(st.st_size for _, st in _files(done[-1]))
     tensors = list(model.state_dict().values())
     for state in optimizer.state_dict().get("state", {}).values():
         tensors += [t for t in state.values() if torch.is_tensor(t)]
@@ -138,7 +140,7 @@ class _Writing:
             if not is_disk_full(exc, self.root):
                 raise
             target = getattr(exc, "filename", None) or self.path
-            written = sum(f.stat().st_size for p in partial if p.exists() for f in _files(p))
+            written = sum(st.st_size for p in partial if p.exists() for _, st in _files(p))
             for p in partial:  # the partial folders go: they would keep the disk full
                 shutil.rmtree(p, ignore_errors=True)
             raise DiskFull(disk_full_line(self.root.parent, target, written, self.expected)) from None
@@ -296,10 +298,19 @@ def link_model(src: str | Path, dst: str | Path) -> Path:
     return target
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return [p for p in path.rglob("*") if p.is_file()]  # [] when there is nothing
+def _files(path: Path) -> list[tuple[Path, os.stat_result]]:
+    """The files under ``path`` with their stat, skipping any that vanish while it is walked: other
+    writers share the folder (a torchrun rank's ``rank1/`` renames its temporary files meanwhile)."""
+    found = [path] if path.is_file() else path.rglob("*")  # nothing when there is nothing
+    out = []
+    for p in found:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((p, st))
+    return out
 
 
 def disk_usage(run_dir: str | Path, final_model: str | Path | None = None) -> dict[str, float]:
@@ -309,15 +320,14 @@ def disk_usage(run_dir: str | Path, final_model: str | Path | None = None) -> di
     run = Path(run_dir)
     seen: set[tuple[int, int]] = set()
     total = 0
-    for f in _files(run):
-        st = f.stat()
+    for _, st in _files(run):
         if (st.st_dev, st.st_ino) not in seen:
             seen.add((st.st_dev, st.st_ino))
             total += st.st_size
     latest = latest_checkpoint(run)
 
     def mb(path: Path | None) -> float:
-        return round(sum(f.stat().st_size for f in _files(path)) / 1e6, 1) if path is not None else 0.0
+        return round(sum(st.st_size for _, st in _files(path)) / 1e6, 1) if path is not None else 0.0
 
     out = {"run_dir_mb": round(total / 1e6, 1)}
     out["model_mb"] = mb(Path(final_model) if final_model is not None else None)
