@@ -100,6 +100,12 @@ test-latest:
 	.latest-venv/bin/python -m pip freeze --exclude-editable > .latest-venv/versions.txt
 	.latest-venv/bin/python -m pytest
 
+# llama.cpp for benchmarks/serve_vs_llamacpp.py (bench-venv builds it)
+LLAMACPP := .bench/llamacpp
+LLAMACPP_VERSION := 0.3.36
+LLAMACPP_SRC := $(LLAMACPP)/llama_cpp_python-$(LLAMACPP_VERSION)/vendor/llama.cpp
+LLAMA_SERVER := $(LLAMACPP)/build/bin/llama-server
+SMOLLM2_GGUF := $(LLAMACPP)/smollm2-135m-instruct-f32.gguf
 # Peers for the side-by-side benchmarks, in their own venv (never imported by the package).
 bench-venv:
 	test -x .bench/venv/bin/python || $(PY) -m venv .bench/venv
@@ -113,6 +119,19 @@ bench-venv:
 	# OpenEnv (its server, GenericEnvClient and `openenv init`) for the env-server interop checks; its deps
 	# (gradio, fastmcp: mcp<2) cannot share the main venv, whose mcp is 2.x
 	.bench/venv/bin/python -m pip install -q -c constraints.txt openenv==0.10.0
+	# llama.cpp's own `llama-server` (benchmarks/serve_vs_llamacpp.py, issue 43), built from the llama.cpp tree that
+	# llama-cpp-python 0.3.36's source package vendors (its Python server runs one request at a time): about 7
+	# minutes on 2 cores, skipped when built; then SmolLM2-135M-Instruct converted to an f32 GGUF by that tree's
+	# converter (the same weights and precision as `verigym serve`), skipped when there
+	test -d $(LLAMACPP_SRC) || { .bench/venv/bin/python -m pip download -q --no-deps --no-binary :all: \
+	  -d $(LLAMACPP) llama-cpp-python==$(LLAMACPP_VERSION) && tar -xzf $(LLAMACPP)/llama_cpp_python-$(LLAMACPP_VERSION).tar.gz -C $(LLAMACPP); }
+	test -x $(LLAMA_SERVER) || { cmake -S $(LLAMACPP_SRC) -B $(LLAMACPP)/build $$(command -v ninja >/dev/null && echo -G Ninja) \
+	  -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+	  && cmake --build $(LLAMACPP)/build --target llama-server -j $$(nproc); }
+	.bench/venv/bin/python -m pip install -q -c constraints.txt sentencepiece ./$(LLAMACPP_SRC)/gguf-py
+	test -f $(SMOLLM2_GGUF) || { $(BIN)/verigym models pull smollm2-135m-instruct >/dev/null && \
+	  .bench/venv/bin/python $(LLAMACPP_SRC)/convert_hf_to_gguf.py --outtype f32 --outfile $(SMOLLM2_GGUF) \
+	  "$$($(BIN)/python -c "from verigym.policies.catalogue import resolve; print(resolve('smollm2-135m-instruct'))")"; }
 
 clean:
 	rm -rf $(VENV) .latest-venv .lock-venv .mypy_cache .ruff_cache .pytest_cache
