@@ -18,7 +18,8 @@ as ``sets_eq`` compares sympy's. Everything else returns None and the full check
 decimals written as numbers (rounding rules), two constants that are not equal within the
 rounding bounds (sympy may hold two rationals, compared exactly there; plain rational
 arithmetic is evaluated exactly here), units and percent signs, text, ``\\ne``, ``\\pm``,
-function applications, ``floor``, ``min``/``max``, sums, ``i``, sets sympy would merge or
+function applications, ``floor``, ``min``/``max``, sums, ``i`` beside a letter (constants in
+``i``, factorials and binomials are exact, ``_exactval``), sets sympy would merge or
 empty, and any point the bounds cannot decide. A property test checks it never decides
 differently from the full check. Matrix literals compare entry by entry (a tuple as a column).
 Reading is here; the values and their comparison are in ``_sampledcmp``.
@@ -141,13 +142,16 @@ def _item(s: str) -> Val:
     ):
         raise Unsure  # decorations and decimal literals have their own rules; text is text
     reading = _read(core)
-    if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
-        raise Unsure  # the ANTLR parser's reading, function applications, i = sqrt(-1)
+    if reading is None or _NOT_READ.search(reading.code) or reading.functions:
+        raise Unsure  # the ANTLR parser's reading, function applications
+    cplx = "i" in reading.names()  # i = sqrt(-1): decided exactly, in a constant only
+    if cplx and (reading.names() != {"i"} or reading.symbols or deg):
+        raise Unsure
     dec = None
     if NUM_RE.match(core):  # a decimal literal: _values.decimal_scalar
         places, sig = digits(core)
         dec = None if places is None else (places, sig)
-    return Expr(reading, compiled(reading.code), deg=deg, dec=dec)
+    return Expr(reading, compiled(reading.code), deg=deg, dec=dec, cplx=cplx)
 
 
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS

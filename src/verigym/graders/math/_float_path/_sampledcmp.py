@@ -53,9 +53,9 @@ Val: TypeAlias = Expr | Group | Seq["Val"] | Eqn | Inf | SetOf | Mat
 def _end(v: Val, lo: bool) -> End | None:
     if isinstance(v, Inf) and v.sign == (-1 if lo else 1):
         return None
-    if isinstance(v, Expr) and not v.names:
+    if isinstance(v, Expr) and not v.names and not v.cplx:
         return v
-    raise Unsure  # a symbolic end, an infinity at the wrong end (sympy: empty)
+    raise Unsure  # a symbolic or complex end, an infinity at the wrong end (sympy: empty)
 
 
 def to_set(v: Val) -> tuple[Piece | None, ...]:
@@ -71,7 +71,7 @@ def to_set(v: Val) -> tuple[Piece | None, ...]:
 
 
 def _end_point(v: Val) -> End:
-    if isinstance(v, Expr) and not v.names:
+    if isinstance(v, Expr) and not v.names and not v.cplx:
         return v
     raise Unsure
 

@@ -16,6 +16,7 @@ from typing import Any
 from verigym.graders.math._exact_path._exactnum import Defer, Num
 from verigym.graders.math._exact_path._exactnum import scalar_eq as scalar_eq_exact
 from verigym.graders.math._float_path._bounded import NAMES, Bounded, Unsure
+from verigym.graders.math._float_path._exactval import differ_clearly, gaussian, real_exact
 from verigym.graders.math._shared._reader import Reading
 
 __all__ = ["PARAMS", "Expr", "compiled", "expr_eq", "points", "scalar_eq"]
@@ -25,6 +26,7 @@ _VOUCH = 1e-12  # error bounds must stay below this fraction of the values compa
 _IRRATIONAL = re.compile(r"\b(?:pi|E|sqrt|root|log|log10|exp|sin|cos|tan|cot|sec|csc|asin|acos|atan)\b|\*\*")
 _SMALL_POW = re.compile(r"\*\*\(\(?_n\('\d{1,2}'\)\)?\)")  # one power below 100: no huge integers
 _LITERAL = re.compile(r"_n\('[\d.]+'\)")
+_EXACT_FUNCS = re.compile(r"\b(?:factorial|binomial|Abs|sqrt)\(")  # exact on rationals (``_exactval``)
 
 
 _GLOBALS: dict[str, Any] = {"__builtins__": {}, **NAMES}  # the reader's names; letters are locals
@@ -58,13 +60,22 @@ class Expr:
     ren: dict[str, str] = field(default_factory=dict)
     deg: bool = False  # written with a degree sign (``_values.Scalar.decor.degree``)
     dec: tuple[int, int] | None = None  # a decimal literal: (places, significant digits)
+    cplx: bool = False  # a constant in ``i``, the imaginary unit (``_values.to_sympy``)
 
     def exact(self) -> Fraction | None:
-        """The exact value of a rational constant (``+ - * /``, small integer powers), else None."""
+        """The exact value of a rational constant (``+ - * /``, small integer powers; factorials,
+        binomials, absolute values and square roots that sympy evaluates to a rational), else None."""
         code = self.reading.code
         rest = _LITERAL.sub("", _SMALL_POW.sub("", code))
-        if self.reading.names() or code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
+        if self.reading.names():
             return None
+        if code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
+            if not _EXACT_FUNCS.search(code):
+                return None
+            try:
+                return real_exact(self.code)
+            except Unsure:
+                return None
         try:
             v = eval(self.code, {"__builtins__": {}}, {"_n": Fraction})
         except (ZeroDivisionError, ValueError, TypeError, OverflowError):
@@ -75,6 +86,8 @@ class Expr:
 
     @property
     def names(self) -> set[str]:
+        if self.cplx:
+            return set()  # its only letter is the imaginary unit
         return {self.ren.get(n, n) for n in self.reading.names()}
 
     def renamed(self, m: dict[str, str]) -> Expr:
@@ -84,11 +97,14 @@ class Expr:
             {n: m.get(self.ren.get(n, n), self.ren.get(n, n)) for n in self.reading.names()},
             self.deg,
             self.dec,
+            self.cplx,
         )
 
     def radians(self) -> Expr:
         """The degree sign's reading ``value * pi / 180`` (``_numeric.scalar_eq``)."""
         r = self.reading
+        if self.cplx:
+            raise Unsure
         code = f"(({r.code}) * pi / _n('180'))"
         return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren)
 
@@ -145,6 +161,8 @@ def expr_eq(g: Expr, p: Expr) -> bool:
         gq, pq = g.exact(), p.exact()
         if gq is not None and pq is not None:
             return gq == pq  # two sympy Rationals: compared exactly
+        if g.cplx or p.cplx:
+            return _gaussian_eq(g, p)
         if not (_IRRATIONAL.search(g.reading.code) or _IRRATIONAL.search(p.reading.code)):
             raise Unsure  # factorials, |x|: sympy may hold two rationals
     _relevant(g)
@@ -170,6 +188,18 @@ def expr_eq(g: Expr, p: Expr) -> bool:
             raise Unsure  # the full check may see a value that is not real there
         return False
     return True
+
+
+def _gaussian_eq(g: Expr, p: Expr) -> bool:
+    """Two constants, one with ``i``: ``_numeric._const_eq`` without decimal literals (the caller
+    sends those to ``_decimal_eq``), that is equal values, or within a relative 1e-9 at 40
+    digits. Decided when the exact values are equal or far apart; ``Unsure`` in between."""
+    a, b = gaussian(g.code), gaussian(p.code)
+    if a == b:
+        return True
+    if differ_clearly(a, b):
+        return False
+    raise Unsure
 
 
 def scalar_eq(g: Expr, p: Expr) -> bool:
