@@ -18,7 +18,7 @@ trained token (the completion tokens the loss covers) and per forwarded token (p
 **Serve** (subprocess, ``--serve-threads`` threads): ``verigym serve`` in float32, greedy chats of
 ``--tokens`` tokens (``serve_vs_llamacpp``'s questions and client) at concurrency 1 … 128, max(8, 2 × N)
 requests a level from N closed-loop workers; one fresh server a round (warmed up), levels ascending, then
-descending the next round. Per level: completion tokens/s, p50/p95 latency, the gain over the level
+descending the next round (warm-up: 1, then the top level at once, 8 tokens each). Per level: completion tokens/s, p50/p95 latency, the gain over the level
 before.
 
 For each axis: a least-squares line through the points (intercept, slope, R²), the time per unit of
@@ -216,8 +216,8 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
             server.start(300.0)
             try:
                 top = max(args.concurrency)
-                asyncio.run(run_level(server.url, server.model_id, prompts, 1, 1, args.tokens, {}))
-                asyncio.run(run_level(server.url, server.model_id, prompts, top, top, args.tokens, {}))
+                asyncio.run(run_level(server.url, server.model_id, prompts, 1, 1, 8, {}))  # warm-up
+                asyncio.run(run_level(server.url, server.model_id, prompts, top, top, 8, {}))
                 for c in args.concurrency if r % 2 == 0 else args.concurrency[::-1]:
                     n = max(8, 2 * c)
                     wall, replies = asyncio.run(
