@@ -11,8 +11,8 @@ error bounds below 1e-12 of the values, and the full check's margins (agree with
 above 1e-6, where its bound is 1e-8). Structure follows ``_parse`` and ``_compare.equal`` for a
 subset: one expression (a degree sign adds its value in radians), a list or set of items (as
 multisets, ``_rules.multiset_eq``), tuples and intervals (``_rules.interval_kinds_differ``),
-``name = value`` (accepted when the values match; rejections there need the full check's other
-readings of an equation), and sets with constant ends (``_intervals``: inequality chains in one
+equations (the named value, then the full check's other readings: proportional sides,
+substitution, ``expr = simplified``, in ``_equations``), and sets with constant ends (``_intervals``: inequality chains in one
 variable, unions with ``\\cup``, set-builder ``\\{x | cond\\}``, a list holding sets) compared
 as ``sets_eq`` compares sympy's. Everything else returns None and the full check decides:
 decimals written as numbers (rounding rules), two constants that are not equal within the
@@ -221,26 +221,41 @@ def _chain(s: str) -> SetOf:
 
 
 def _equation(parts: list[str]) -> Eqn:
-    """``_parse._parse_eq`` for ``name = value`` and constant sides: the value is the last part."""
-    if len(parts) < 2 or not all(parts) or (len(parts) > 2 and not all(is_name(q) for q in parts[:-1])):
-        raise Unsure  # "x = y = z = 1/2" names one value; other chains: the full check
+    """``_parse._parse_eq``: the name (the first label before the last ``=``), the value (the last
+    part, when named or constant: "x = 5+5+1 = 11" states 11) and both sides as expressions."""
+    if len(parts) < 2 or not all(parts):
+        raise Unsure
+    names = [q for q in parts[:-1] if is_name(q)]
     if any(
         (br := bracketed(q)) is not None and len(split_top(br[2], (",",))) > 1 for q in (parts[0], parts[-1])
-    ):
-        names = [q for q in parts[:-1] if is_name(q)]  # "(x, y) = (1, 2)": compared by its value only
+    ):  # "(x, y) = (1, 2)": compared by its value only
         return Eqn(re.sub(r"\s+", "", names[0]) if names else None, _item(parts[-1]), "tuple")
-    named = is_name(parts[0])
-    constant = not named and not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
-    if not (named or constant):
-        raise Unsure
-    lhs = _read(parts[0]) if named else None
+    constant = not names and not any(re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", p)) for p in parts)
+    lhs = _read(parts[0]) if is_name(parts[0]) else None
     kind = ""
     if lhs is not None and re.fullmatch(r"_f\d+\((?:[a-z]|_v\d+)\)", lhs.code) and len(lhs.functions) == 1:
         kind = "f"  # f(x): sympy's AppliedUndef, which no point evaluates
     elif lhs is not None and lhs.code in lhs.names() | set(lhs.symbols) and len(lhs.names()) == 1:
         kind = "y"
-    name = re.sub(r"\s+", "", parts[0]) if named else None
-    return Eqn(name, _item(parts[-1]), kind)
+    name = re.sub(r"\s+", "", names[0]) if names else None
+    left, right = _side(parts[0]), _side(parts[-1])
+    sides = (left, right) if left is not None and right is not None else None
+    value = _item(parts[-1]) if names or constant else None
+    if value is None and sides is None:
+        raise Unsure
+    return Eqn(name, value, kind, sides)
+
+
+def _side(s: str) -> Expr | None:
+    """One side of an equation as ``to_sympy`` reads it, when the own reader covers it as a
+    plain expression (no decorations, functions or ``i``); None otherwise."""
+    core, decor = split_decor(s)
+    if decor != Decor() or core.strip() != s.strip() or is_text(core) or is_word(core):
+        return None
+    reading = _read(s)
+    if reading is None or _NOT_READ.search(reading.code) or reading.functions or "i" in reading.names():
+        return None
+    return Expr(reading, compiled(reading.code))
 
 
 @functools.lru_cache(maxsize=4096)
