@@ -20,6 +20,17 @@ with that mask computes every query against every key of the whole pack and thro
 over exactly that sequence runs once per block on the block's queries, keys, values and mask: the
 same sums without the masked-out cross terms (a pack of 4 groups: ~1/4 of the attention work).
 
+**The head's gradient in place.** A weight of at least ``IN_PLACE_MIN`` entries (a 135M model's tied
+lm head / embedding) whose ``.grad`` already holds an earlier micro-batch's sum gets its gradient
+added into ``.grad`` by blocks of rows inside ``OneDnnLinear.backward`` (``grad_in_place``), instead
+of a second full-size gradient that autograd then adds (113 MB for SmolLM2, at the update's peak).
+
+**With ``model=``** (``training_kernels(cpu, model=net)`` in ``_update.policy_update``), the model's
+large Llama-family layers save less for backward (``train._cpu_layers``), ``packing.forward_packed``
+projects to the vocabulary by chunks (``train._cpu_head``), and glibc's malloc is set to hand freed
+memory back (``train._malloc``): together the update's peak RSS on SmolLM2-135M-Instruct goes from
+3.9 GB to under 3 GB (``benchmarks/RESULTS.md``, "The RL update's peak memory under 3 GB").
+
 Backward passes run outside the contexts (autograd calls ``OneDnnLinear.backward`` and SDPA's own
 backward on each block), so only the forward needs to be inside.
 """
@@ -47,6 +58,11 @@ __all__ = [
 
 MIN_WEIGHT = 1 << 16
 """Weights with fewer entries keep ``F.linear`` (the tiny models' layers: 64 × 256 = 16,384)."""
+
+IN_PLACE_MIN = 1 << 22
+"""Weights with at least this many entries (a 135M model's 49,152 × 576 lm head) have their gradient
+added into an existing ``.grad`` by blocks inside ``OneDnnLinear.backward`` (``_accumulated``)."""
+IN_PLACE_ROWS = 8192
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _AVAILABLE: list[bool] = []
@@ -116,11 +132,45 @@ class OneDnnLinear(torch.autograd.Function):
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
             gx = _mm(g, weight.t()).view(ctx.in_shape)
-        if ctx.needs_input_grad[1]:
+        if ctx.needs_input_grad[1] and not _accumulated(weight, g, flat):
             gw = _mm(g.t(), flat.t())
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g.sum(0)
         return gx, gw, gb
+
+
+def grad_in_place(weight: torch.Tensor) -> bool:
+    """Whether a weight's gradient may be added into its existing ``.grad`` inside a backward (instead
+    of returned whole for autograd to add, which holds a second full-size gradient at the update's
+    peak): at least ``IN_PLACE_MIN`` entries (the lm head / tied embedding), a leaf without gradient
+    hooks whose ``.grad`` already holds an earlier micro-batch's sum."""
+    grad = weight.grad
+    return not (
+        weight.numel() < IN_PLACE_MIN
+        or not weight.is_leaf
+        or grad is None
+        or type(grad) is not torch.Tensor
+        or grad.shape != weight.shape
+        or grad.dtype != weight.dtype
+        or not grad.is_contiguous()
+        or grad.requires_grad
+        or weight._backward_hooks
+        or getattr(weight, "_post_accumulate_grad_hooks", None)
+    )
+
+
+def _accumulated(weight: torch.Tensor, g: torch.Tensor, flat: torch.Tensor) -> bool:
+    """``g.T @ flat`` added into ``weight.grad`` by blocks of ``IN_PLACE_ROWS`` rows when
+    ``grad_in_place(weight)``; False (nothing done) otherwise."""
+    if not grad_in_place(weight):
+        return False
+    grad = weight.grad
+    assert grad is not None
+    with torch.no_grad():
+        for a in range(0, weight.shape[0], IN_PLACE_ROWS):
+            b = min(a + IN_PLACE_ROWS, weight.shape[0])
+            grad[a:b] += _mm(g[:, a:b].t(), flat.t())
+    return True
 
 
 def _blocked_sdpa(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
@@ -178,13 +228,24 @@ def on_cpu(model: Any) -> bool:
 
 
 @contextlib.contextmanager
-def training_kernels(enabled: bool = True) -> Iterator[None]:
+def training_kernels(enabled: bool = True, model: Any = None) -> Iterator[None]:
     """Inside, large float32 CPU ``F.linear`` calls run as ``OneDnnLinear`` and SDPA over a packed
-    sequence runs by block (see the module doc); ``enabled=False``: nothing changes."""
+    sequence runs by block (see the module doc); ``enabled=False``: nothing changes. ``model``: its
+    large Llama-family norms, MLPs and attentions also save less for backward (``train._cpu_layers``),
+    and glibc's malloc is set to hand large freed blocks back (``train._malloc``)."""
     if not enabled:
         yield
         return
-    with _Mode():
+    if model is None:
+        with _Mode():
+            yield
+        return
+    from verigym.train import _malloc
+    from verigym.train._cpu_layers import lean_layers
+
+    _malloc.tune_for_training()
+    _malloc.release()
+    with _Mode(), lean_layers(model, MIN_WEIGHT):
         yield
 
 

@@ -209,7 +209,7 @@ def policy_update(
                 )
             for micro in micros if dist is None else dist.shard(micros):
                 part = [mb_rows[i] for i in micro or [0]]
-                with training_kernels(cpu):  # oneDNN products, packed attention by block (train._cpu_kernels)
+                with training_kernels(cpu, model=net):  # oneDNN products, attention by block, lean layers
                     fwd = (
                         packing.forward_packed(net, part, temperature, share_prefix=share_prefix, entropy_grad=want_entropy_grad)
                         if cfg.packing

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from verigym.train._cpu_head import HeadLogprobs, head_of
 from verigym.train._cpu_kernels import attention_blocks
 from verigym.train._forward import Forward, keeps_logits, prefix_len
 
@@ -196,6 +197,24 @@ def forward_packed(
         dtype = next(model.parameters()).dtype
         mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
     keep = pack.keep.to(device)
+    src, targets = pack.src.to(device), pack.targets.to(device)
+    head = None if entropy_grad else head_of(model)
+    if head is not None:  # inside training_kernels(model=...): the head by chunks (train._cpu_head)
+        with attention_blocks(pack.blocks if mask is not None else None):
+            hidden = (
+                head[0](
+                    input_ids=pack.ids.to(device),
+                    position_ids=pack.pos.to(device),
+                    attention_mask=None if mask is None else mask.to(device),
+                    use_cache=False,
+                )
+                .last_hidden_state[0]
+                .index_select(0, keep)
+            )
+        flat, ent_k = HeadLogprobs.apply(
+            hidden, head[1], src.flatten(), targets.flatten(), float(temperature)
+        )
+        return Forward.of_rows(flat.view(src.shape), ent_k[src], rows, starts, device)
     with attention_blocks(pack.blocks if mask is not None else None):  # by unit on a CPU (train._cpu_kernels)
         out = model(
             input_ids=pack.ids.to(device),
@@ -209,7 +228,6 @@ def forward_packed(
         logits = logits / temperature
     logp_all = torch.log_softmax(logits.float(), dim=-1)
     del out, logits  # the backward reads the log-softmax's output only: [K, V] less at the peak
-    src, targets = pack.src.to(device), pack.targets.to(device)
     logp = logp_all[src, targets]
     if entropy_grad and torch.is_grad_enabled():
         ent = (-(logp_all.exp() * logp_all).sum(-1))[src]
