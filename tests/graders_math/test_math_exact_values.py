@@ -175,3 +175,56 @@ def test_exact_values() -> None:
     assert real_exact(code("\\frac{7!}{5!}")) == 42
     assert differ_clearly(Gauss(Fraction(1)), Gauss(Fraction(1), Fraction(1, 10**5)))
     assert not differ_clearly(Gauss(Fraction(1)), Gauss(Fraction(1), Fraction(1, 10**7)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rational_powers_agree_with_the_full_check(seed: int) -> None:
+    """Integer powers of rationals up to |1000| (``10^{-400}``) are exact (sympy's Rational)."""
+    rng = random.Random(200 + seed)
+    decided = 0
+    for _ in range(150):
+        base, k = rng.choice([2, 3, 10, -2, 5, 7]), rng.randint(-500, 500)
+        g = f"{base}^{{{k}}}" if base > 0 else f"({base})^{{{k}}}"
+        p = rng.choice(
+            [
+                f"\\frac{{1}}{{{base}^{{{-k}}}}}" if base > 0 else f"({base})^{{{k}}}",
+                f"2 \\cdot {g}",
+                f"{abs(base)}^{{{k + rng.choice([0, 1])}}}",
+                "0",
+                f"{g} + 1",
+            ]
+        )
+        fast = sampled_check(g, p)
+        full = check(g, p)
+        assert fast is None or fast == full, (g, p, fast, full)
+        decided += fast is not None
+    assert decided >= 100
+
+
+def _pm_set(rng: random.Random) -> tuple[str, str]:
+    a, b, c = rng.randint(-3, 3), rng.randint(2, 7), rng.randint(-4, 4)
+    gold = f"\\{{{a} \\pm \\sqrt{{{b}}}, {c}\\}}"
+    items = [f"{a}+\\sqrt{{{b}}}", f"{a}-\\sqrt{{{b}}}", str(c)]
+    rng.shuffle(items)
+    if rng.random() < 0.4:
+        items[rng.randrange(3)] = f"{a}+2\\sqrt{{{b}}}"
+    if rng.random() < 0.2:
+        items = items[:2]
+    pred = ("\\{" + ", ".join(items) + "\\}") if rng.random() < 0.5 else ", ".join(items)
+    return gold, pred
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_set_literals_with_plus_minus_agree_with_the_full_check(seed: int) -> None:
+    """``\\{1 \\pm \\sqrt{5}, -2\\}``: a set literal expands item by item, as the full parser does."""
+    rng = random.Random(300 + seed)
+    decided = 0
+    for _ in range(120):
+        gold, pred = _pm_set(rng)
+        if rng.random() < 0.3:
+            gold, pred = pred, gold
+        fast = sampled_check(gold, pred)
+        full = check(gold, pred)
+        assert fast is None or fast == full, (gold, pred, fast, full)
+        decided += fast is not None
+    assert decided >= 90

@@ -24,7 +24,8 @@ __all__ = ["Gauss", "differ_clearly", "gaussian", "real_exact"]
 
 _MAX_BITS = 1 << 16  # 2006! has ~19,000 bits; anything much larger is not worth exact work
 _MAX_FACT = 5000
-_MAX_POW = 64
+_MAX_POW = 64  # of a Gaussian rational (repeated products)
+_MAX_REAL_POW = 1000  # of a rational (10^{-400})
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,18 @@ class Gauss:
 
     def __pow__(self, o: Any) -> Gauss:
         e = _g(o)
-        if e.im != 0 or e.re.denominator != 1 or abs(e.re) > _MAX_POW:
+        if e.im != 0 or e.re.denominator != 1 or abs(e.re) > _MAX_REAL_POW:
             raise Unsure  # a root or a huge power: sympy keeps a Pow or a radical
         k = int(e.re)
+        if self.re == 0 and self.im == 0 and k <= 0:
+            raise Unsure  # 0^0, 1/0
+        if self.im == 0:  # a rational to an integer power: sympy's Rational, exact
+            if abs(k) * max(self.re.numerator.bit_length(), self.re.denominator.bit_length()) > _MAX_BITS:
+                raise Unsure
+            return Gauss(self.re**k)._size()
+        if abs(k) > _MAX_POW:
+            raise Unsure
         if k == 0:
-            if self.re == 0 and self.im == 0:
-                raise Unsure  # 0^0
             return Gauss(Fraction(1))
         base = self if k > 0 else self._inverse()
         out = Gauss(Fraction(1))

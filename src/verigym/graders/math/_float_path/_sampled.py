@@ -59,6 +59,7 @@ from verigym.graders.math._shared._rules import (
 __all__ = ["clear_sampled_caches", "sampled_check", "sampled_decide"]
 
 _PM = re.compile(r"\\(?:pm|mp|approx)(?![a-zA-Z])")
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
 _MINUTES = re.compile(r"(.*?)\^\\circ\s*(\d+)\s*'")
 _INFTY = re.compile(r"([+-]?)\s*\\infty")
 _read = functools.lru_cache(maxsize=4096)(read)  # the same strings recur in one answer's readings
@@ -89,6 +90,13 @@ def _splice(parts: list[str]) -> tuple[Val, ...]:
     return tuple(out)
 
 
+def _own(s: str) -> str:
+    """``s`` without the signs of a set literal's items: the literal expands item by item
+    (``_parse._parse_item``), so those signs are the items' to read."""
+    br = bracketed(s)
+    return _PLUS_MINUS.sub(" ", s) if br is not None and br[:2] == ("\\{", "\\}") else s
+
+
 def _item(s: str) -> Val:
     s = STRAY_PERIOD.sub("", s.strip())  # _parse._parse_item: a stray period
     if LABEL.match(s):
@@ -97,7 +105,7 @@ def _item(s: str) -> Val:
         return Group(tuple(_item(v) for v in variants), pm=True)
     if len(approx := split_top(s, ("\\approx",))) > 1:  # "1/3 \approx 0.33": the exact value
         s = approx_side(approx)
-    if _PM.search(s):
+    if _PM.search(_own(s)):
         raise Unsure  # an approximation, too many signs
     s = IN_PREFIX.sub("", s)  # "a \in (1, 2)"
     eq = [p.strip() for p in split_top(s, ("=",))]
@@ -105,7 +113,7 @@ def _item(s: str) -> Val:
         return found
     if len(eq) == 1 and "\\begin{" in s and re.search(r"matrix|array", s):
         return _matrix(s)
-    if _DEFER.search(s):
+    if _DEFER.search(_own(s)):
         raise Unsure
     if m := _INFTY.fullmatch(s):
         return Inf(-1 if m[1] == "-" else 1)

@@ -70,7 +70,7 @@ class Expr:
         if self.reading.names():
             return None
         if code.count("**") > 1 or "**" in rest or set(rest) - set("+-*/() "):
-            if not _EXACT_FUNCS.search(code):
+            if not (_EXACT_FUNCS.search(code) or "**" in code):
                 return None
             try:
                 return real_exact(self.code)
