@@ -228,3 +228,29 @@ def test_set_literals_with_plus_minus_agree_with_the_full_check(seed: int) -> No
         assert fast is None or fast == full, (gold, pred, fast, full)
         decided += fast is not None
     assert decided >= 90
+
+
+def _percent_pair(rng: random.Random) -> tuple[str, str]:
+    irrational = rng.choice(
+        [("\\sqrt{2} - 1", 2**0.5 - 1), ("\\frac{\\pi}{10}", math.pi / 10), ("\\sqrt{3} - 1", 3**0.5 - 1)]
+    )
+    text, value = irrational
+    places = rng.randint(0, 3)
+    shift = rng.choice([0, 0, 0.5, 1, -1]) * 10.0**-places
+    pct = f"{round(value * 100 + shift, places):.{places}f}\\%"
+    other = rng.choice([text, f"{round(value, places + 2):.{places + 2}f}", f"{rng.randint(1, 99)}\\%", "x"])
+    return (pct, other) if rng.random() < 0.6 else (other, pct)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_percent_signs_agree_with_the_full_check(seed: int) -> None:
+    """``41.4\\%`` against ``\\sqrt{2} - 1``: the value and its hundredth (two more places)."""
+    rng = random.Random(400 + seed)
+    decided = 0
+    for _ in range(150):
+        gold, pred = _percent_pair(rng)
+        fast = sampled_check(gold, pred)
+        full = check(gold, pred)
+        assert fast is None or fast == full, (gold, pred, fast, full)
+        decided += fast is not None
+    assert decided >= 100

@@ -141,10 +141,11 @@ def _item(s: str) -> Val:
         return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), deg=True)
     core, decor = split_decor(s)
     deg = decor == Decor(degree=True) and re.fullmatch(re.escape(core) + r"\s*\^\\circ", s) is not None
+    pct = decor == Decor(percent=True)  # _numeric.scalar_eq: the value, and a hundredth of it
     if (
         "\\circ" in core
-        or (core != s and not deg)
-        or (decor != Decor() and not deg)
+        or (core != s and not (deg or pct))
+        or (decor != Decor() and not (deg or pct))
         or is_text(core)
         or is_word(core)
     ):
@@ -153,13 +154,13 @@ def _item(s: str) -> Val:
     if reading is None or _NOT_READ.search(reading.code) or reading.functions:
         raise Unsure  # the ANTLR parser's reading, function applications
     cplx = "i" in reading.names()  # i = sqrt(-1): decided exactly, in a constant only
-    if cplx and (reading.names() != {"i"} or reading.symbols or deg):
+    if cplx and (reading.names() != {"i"} or reading.symbols or deg or pct):
         raise Unsure
     dec = None
     if NUM_RE.match(core):  # a decimal literal: _values.decimal_scalar
         places, sig = digits(core)
         dec = None if places is None else (places, sig)
-    return Expr(reading, compiled(reading.code), deg=deg, dec=dec, cplx=cplx)
+    return Expr(reading, compiled(reading.code), deg=deg, dec=dec, cplx=cplx, pct=pct)
 
 
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS

@@ -61,6 +61,7 @@ class Expr:
     deg: bool = False  # written with a degree sign (``_values.Scalar.decor.degree``)
     dec: tuple[int, int] | None = None  # a decimal literal: (places, significant digits)
     cplx: bool = False  # a constant in ``i``, the imaginary unit (``_values.to_sympy``)
+    pct: bool = False  # written with a percent sign (``_values.Scalar.decor.percent``)
 
     def exact(self) -> Fraction | None:
         """The exact value of a rational constant (``+ - * /``, small integer powers; factorials,
@@ -98,6 +99,7 @@ class Expr:
             self.deg,
             self.dec,
             self.cplx,
+            self.pct,
         )
 
     def radians(self) -> Expr:
@@ -107,6 +109,14 @@ class Expr:
             raise Unsure
         code = f"(({r.code}) * pi / _n('180'))"
         return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren)
+
+    def hundredth(self) -> Expr:
+        """The percent sign's reading ``value / 100``, a decimal keeping its significant digits
+        with two more places (``_numeric._hundredth``)."""
+        r = self.reading
+        code = f"(({r.code}) / _n('100'))"
+        dec = None if self.dec is None else (self.dec[0] + 2, self.dec[1])
+        return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren, dec=dec)
 
     def at(self, pt: dict[str, float]) -> Bounded:
         env: dict[str, Bounded] = {}
@@ -204,9 +214,13 @@ def _gaussian_eq(g: Expr, p: Expr) -> bool:
 
 def scalar_eq(g: Expr, p: Expr) -> bool:
     """``_numeric.scalar_eq``'s readings: a degree sign on one side only adds that side's value
-    in radians; equal when any pair is (``Unsure`` only when no pair is and some pair is unsure)."""
+    in radians, a percent sign its hundredth; equal when any pair is (``Unsure`` only when no pair is and some pair is unsure)."""
     gs = [g, g.radians()] if g.deg and not p.deg else [g]
     ps = [p, p.radians()] if p.deg and not g.deg else [p]
+    if g.pct and not p.pct:
+        gs.append(g.hundredth())
+    if p.pct and not g.pct:
+        ps.append(p.hundredth())
     unsure = False
     for a in gs:
         for b in ps:
