@@ -194,7 +194,7 @@ def test_lean_forward_values_equal_the_routed_plain_forward(monkeypatch: pytest.
     with K.training_kernels(model=model):
         lean = forward_packed(model, rows, 1.0, share_prefix=True)
     names = {type(fn).__name__ for fn in _graph(lean.logp.grad_fn)}
-    assert {"RMSNormFnBackward", "SwiGLUMLPBackward", "RotaryFnBackward"} <= names
+    assert {"RMSNormFnBackward", "SwiGLUMLPBackward", "RotaryFnBackward", "NormLinearsBackward"} <= names
     assert not {"RMSNormFnBackward", "SwiGLUMLPBackward"} & {
         type(fn).__name__ for fn in _graph(plain.logp.grad_fn)
     }
@@ -304,3 +304,62 @@ def test_chunked_head_equals_the_full_log_softmax_in_float64(
         _close(ent, -(full.exp() * full).sum(-1).detach(), 1e-6)
     _close(hh.grad, h64.grad, 1e-6)
     _close(ww.grad, w64.grad, 1e-6)
+
+
+def _plain_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def test_norm_linears_on_a_hand_checked_case() -> None:
+    x = torch.tensor([[3.0, 4.0]], requires_grad=True)  # rstd = 1/sqrt(12.5) at eps 0
+    wn = torch.tensor([1.0, 1.0], requires_grad=True)
+    a, b = (
+        torch.tensor([[1.0, 0.0]], requires_grad=True),
+        torch.tensor([[0.0, 1.0], [1.0, 1.0]], requires_grad=True),
+    )
+    ya, yb = CL.NormLinears.apply(x, wn, 0.0, a, b)
+    r = 1 / math.sqrt(12.5)
+    assert ya.flatten().tolist() == pytest.approx([3 * r])
+    assert yb.flatten().tolist() == pytest.approx([4 * r, 7 * r])
+    (ya.sum() + yb[:, 1].sum()).backward()
+    assert a.grad is not None and b.grad is not None and wn.grad is not None and x.grad is not None
+    assert a.grad.flatten().tolist() == pytest.approx([3 * r, 4 * r])  # g·y
+    assert b.grad.flatten().tolist() == pytest.approx([0.0, 0.0, 3 * r, 4 * r])
+    assert wn.grad.flatten().tolist() == pytest.approx([2 * 3 * r, 4 * r])  # gy·h, gy = [2, 1]
+    gy, h = torch.tensor([2.0, 1.0]), torch.tensor([3 * r, 4 * r])
+    assert x.grad.flatten().tolist() == pytest.approx((r * (gy - h * (gy * h).mean())).tolist())
+
+
+@pytest.mark.parametrize("shape", [(7, 64, (64, 32)), (1, 506, 576, (576, 192, 192))])
+def test_norm_linears_and_normed_swiglu_equal_the_plain_ops_in_float64(shape: tuple[Any, ...]) -> None:
+    *lead, d, outs = shape
+    g = torch.Generator().manual_seed(d)
+    x = torch.randn(*lead, d, generator=g)
+    wn = 1 + 0.1 * torch.randn(d, generator=g)
+    ws = [torch.randn(o, d, generator=g) / d**0.5 for o in outs]
+    ups = [torch.randn(*lead, o, generator=g) for o in outs]
+    ins = [t.clone().requires_grad_() for t in (x, wn, *ws)]
+    got_out = CL.NormLinears.apply(ins[0], ins[1], 1e-5, *ins[2:])
+    got = torch.autograd.grad(got_out, ins, ups)
+    r = [t.double().requires_grad_() for t in (x, wn, *ws)]
+    y = _plain_norm(r[0], r[1], 1e-5)
+    ref_out = [F.linear(y, w) for w in r[2:]]
+    want = torch.autograd.grad(ref_out, r, [u.double() for u in ups])
+    for a, b in zip((*got_out, *got), (*ref_out, *want), strict=True):
+        _close(a, b, 5e-6)
+    h = 3 * d  # the MLP with its norm inside
+    mw = [
+        torch.randn(h, d, generator=g) / d**0.5,
+        torch.randn(h, d, generator=g) / d**0.5,
+        torch.randn(d, h, generator=g) / h**0.5,
+    ]
+    up = torch.randn(*lead, d, generator=g)
+    ins = [t.clone().requires_grad_() for t in (x, *mw, wn)]
+    out = CL.SwiGLUMLP.apply(*ins[:4], ins[4], 1e-5)
+    got = torch.autograd.grad(out, ins, up)
+    r = [t.double().requires_grad_() for t in (x, *mw, wn)]
+    y = _plain_norm(r[0], r[4], 1e-5)
+    ref = F.linear(F.silu(F.linear(y, r[1])) * F.linear(y, r[2]), r[3])
+    want = torch.autograd.grad(ref, r, up.double())
+    for a, b in zip((out, *got), (ref, *want), strict=True):
+        _close(a, b, 5e-6)

@@ -39,11 +39,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["RMSNormFn", "RotaryFn", "SwiGLUMLP", "active", "lean_layers", "rms_norm_backward"]
+from verigym.train._cpu_autograd import NormLinears, RMSNormFn, RotaryFn, SwiGLUMLP, rms_norm_backward
+
+__all__ = ["NormLinears", "RMSNormFn", "RotaryFn", "SwiGLUMLP", "active", "lean_layers", "rms_norm_backward"]
 
 NORMS = frozenset({"LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm"})
 MLPS = frozenset({"LlamaMLP", "Qwen2MLP", "MistralMLP"})
 ATTENTIONS = frozenset({"LlamaAttention"})
+LAYERS = frozenset({"LlamaDecoderLayer"})
 MIN_HIDDEN = 256
 """RMSNorms over fewer features keep their own forward (the tiny models' 64)."""
 
@@ -54,108 +57,6 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 def active() -> bool:
     """Whether this thread is inside ``lean_layers`` (``training_kernels(model=...)``)."""
     return _ACTIVE.get()
-
-
-def _mm(a: torch.Tensor, b_t: torch.Tensor) -> torch.Tensor:
-    from verigym.train._cpu_kernels import _mm as mm
-
-    return mm(a, b_t)
-
-
-def rms_norm_backward(
-    g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input gradient, weight gradient) of ``w · x · rstd`` with ``rstd = 1/sqrt(mean(x²) + eps)``."""
-    h = x * rstd
-    gw = (g * h).reshape(-1, h.shape[-1]).sum(0)
-    gh = g * w
-    gx = rstd * (gh - h * (gh * h).mean(-1, keepdim=True))
-    return gx, gw
-
-
-class RMSNormFn(torch.autograd.Function):
-    """HF's float32 RMSNorm (``w · x · rsqrt(mean(x²) + eps)``) saving ``x`` and ``rstd`` only."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-        ctx.save_for_backward(x, w, rstd)
-        out: torch.Tensor = w * (x * rstd)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        x, w, rstd = ctx.saved_tensors
-        gx, gw = rms_norm_backward(g, x, w, rstd)
-        return (gx if ctx.needs_input_grad[0] else None), (gw if ctx.needs_input_grad[1] else None), None
-
-
-def _rotate(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _rotate_t(u: torch.Tensor) -> torch.Tensor:
-    """The transpose of ``_rotate`` (its gradient): ``[u₂, −u₁]``."""
-    half = u.shape[-1] // 2
-    return torch.cat((u[..., half:], -u[..., :half]), dim=-1)
-
-
-class RotaryFn(torch.autograd.Function):
-    """HF's ``apply_rotary_pos_emb`` (``unsqueeze_dim=1``) for queries and keys, saving cos and sin only."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        ctx.save_for_backward(cos, sin)
-        return (q * cos) + (_rotate(q) * sin), (k * cos) + (_rotate(k) * sin)
-
-    @staticmethod
-    def backward(ctx: Any, gq: torch.Tensor, gk: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        cos, sin = ctx.saved_tensors
-        out: list[torch.Tensor | None] = []
-        for i, g in enumerate((gq, gk)):
-            out.append(g * cos + _rotate_t(g * sin) if ctx.needs_input_grad[i] else None)
-        return out[0], out[1], None, None
-
-
-class SwiGLUMLP(torch.autograd.Function):
-    """``down(silu(gate(x)) · up(x))`` with oneDNN products, saving ``x``, the gate and the up projection."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: Any, x: torch.Tensor, wg: torch.Tensor, wu: torch.Tensor, wd: torch.Tensor
-    ) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        if not flat.is_contiguous():
-            flat = flat.contiguous()
-        gate, up = _mm(flat, wg), _mm(flat, wu)
-        out = _mm(F.silu(gate) * up, wd)
-        ctx.save_for_backward(flat, wg, wu, wd, gate, up)
-        ctx.in_shape = x.shape
-        return out.view(*x.shape[:-1], wd.shape[0])
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        flat, wg, wu, wd, gate, up = ctx.saved_tensors
-        need_x, need_g, need_u, need_d = ctx.needs_input_grad
-        g = grad.reshape(-1, grad.shape[-1])
-        if not g.is_contiguous():
-            g = g.contiguous()
-        sig = torch.sigmoid(gate)
-        act = gate * sig  # F.silu's value
-        gwd = _mm(g.t(), (act * up).t()) if need_d else None
-        gprod = _mm(g, wd.t())
-        gup = gprod * act
-        del act
-        ggate = gprod * up * (sig * (1 + gate * (1 - sig)))
-        del gprod, sig
-        gx = (_mm(ggate, wg.t()) + _mm(gup, wu.t())).view(ctx.in_shape) if need_x else None
-        gwg = _mm(ggate.t(), flat.t()) if need_g else None
-        gwu = _mm(gup.t(), flat.t()) if need_u else None
-        return gx, gwg, gwu, gwd
 
 
 def _plain_f32(*ts: Any) -> bool:
@@ -177,15 +78,15 @@ def _mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     return type(self).forward(self, x)  # type: ignore[no-any-return]
 
 
-def _attention_forward(
+def _attention_ok(
     self: Any,
     hidden_states: torch.Tensor,
-    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
-    attention_mask: torch.Tensor | None = None,
-    cache: Any = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    lean = (
+    position_embeddings: Any,
+    attention_mask: Any,
+    cache: Any,
+    kwargs: dict[str, Any],
+) -> bool:
+    return bool(
         _ACTIVE.get()
         and torch.is_grad_enabled()
         and cache is None
@@ -198,21 +99,75 @@ def _attention_forward(
         and _plain_f32(hidden_states, *position_embeddings)
         and not any(t.requires_grad for t in position_embeddings)
     )
-    if not lean:
-        return type(self).forward(  # type: ignore[no-any-return]
-            self, hidden_states, position_embeddings, attention_mask, cache, **kwargs
-        )
-    shape = (*hidden_states.shape[:-1], -1, self.head_dim)
-    q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
-    k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
-    v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
-    assert position_embeddings is not None
+
+
+def _attend(
+    self: Any,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor],
+    attention_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Rotary, SDPA over grouped heads, the output product: the rest of ``LlamaAttention.forward``."""
+    lead = q.shape[:-1]
+    shape = (*lead, -1, self.head_dim)
+    q, k, v = q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2)
     cos, sin = position_embeddings
     q, k = RotaryFn.apply(q, k, cos, sin)
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, scale=self.scaling, **gqa)
-    out = out.transpose(1, 2).reshape(*hidden_states.shape[:-1], -1).contiguous()
-    return self.o_proj(out), None
+    out = out.transpose(1, 2).reshape(*lead, -1).contiguous()
+    return self.o_proj(out)  # type: ignore[no-any-return]
+
+
+def _attention_forward(
+    self: Any,
+    hidden_states: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+    attention_mask: torch.Tensor | None = None,
+    cache: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    if not _attention_ok(self, hidden_states, position_embeddings, attention_mask, cache, kwargs):
+        return type(self).forward(  # type: ignore[no-any-return]
+            self, hidden_states, position_embeddings, attention_mask, cache, **kwargs
+        )
+    assert position_embeddings is not None and attention_mask is not None
+    q, k, v = (self.q_proj(hidden_states), self.k_proj(hidden_states), self.v_proj(hidden_states))
+    return _attend(self, q, k, v, position_embeddings, attention_mask), None
+
+
+def _layer_forward(
+    self: Any,
+    hidden_states: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: Any = None,
+    cache: Any = None,
+    use_cache: bool | None = False,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """``LlamaDecoderLayer.forward`` with each RMSNorm inside the products after it (``NormLinears``
+    for the query/key/value products, ``SwiGLUMLP`` for the MLP): the norms' outputs are not kept."""
+    attn, mlp = self.self_attn, self.mlp
+    n1, n2 = self.input_layernorm, self.post_attention_layernorm
+    if not (
+        _attention_ok(attn, hidden_states, position_embeddings, attention_mask, cache, kwargs)
+        and _plain_f32(n1.weight, n2.weight, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
+        and _plain_f32(attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+        and hidden_states.numel() > 0
+    ):
+        return type(self).forward(  # type: ignore[no-any-return]
+            self, hidden_states, attention_mask, position_ids, cache, use_cache, position_embeddings, **kwargs
+        )
+    assert position_embeddings is not None and attention_mask is not None
+    ws = (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)
+    q, k, v = NormLinears.apply(hidden_states, n1.weight, float(n1.variance_epsilon), *ws)
+    h = hidden_states + _attend(attn, q, k, v, position_embeddings, attention_mask)
+    mws = (mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
+    out: torch.Tensor = h + SwiGLUMLP.apply(h, *mws, n2.weight, float(n2.variance_epsilon))
+    return out
 
 
 def _swaps(model: Any, min_weight: int) -> list[tuple[Any, Any]]:
@@ -229,7 +184,28 @@ def _swaps(model: Any, min_weight: int) -> list[tuple[Any, Any]]:
                 out.append((m, _mlp_forward))
         elif name in ATTENTIONS and hasattr(m, "q_proj") and m.q_proj.weight.numel() >= min_weight:
             out.append((m, _attention_forward))
+        elif name in LAYERS and _lean_layer(m, min_weight):
+            out.append((m, _layer_forward))
     return out
+
+
+def _lean_layer(m: Any, min_weight: int) -> bool:
+    """A decoder layer whose norms, attention and MLP are all of the kinds above, unbiased and large."""
+    attn: Any = getattr(m, "self_attn", None)
+    mlp: Any = getattr(m, "mlp", None)
+    norms = (getattr(m, "input_layernorm", None), getattr(m, "post_attention_layernorm", None))
+    if type(attn).__name__ not in ATTENTIONS or type(mlp).__name__ not in MLPS:
+        return False
+    if not all(type(n).__name__ in NORMS and hasattr(n, "variance_epsilon") for n in norms):
+        return False
+    lins = [getattr(attn, p, None) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    lins += [getattr(mlp, p, None) for p in ("gate_proj", "up_proj", "down_proj")]
+    return (
+        all(type(lin) is torch.nn.Linear and lin.bias is None for lin in lins)
+        and mlp.gate_proj.weight.numel() >= min_weight
+        and attn.q_proj.weight.numel() >= min_weight
+        and getattr(mlp.config, "hidden_act", None) == "silu"
+    )
 
 
 @contextlib.contextmanager
