@@ -129,3 +129,45 @@ def test_suite_equations_decided_in_process(gold: str, pred: str, accepted: bool
 @pytest.mark.parametrize(("gold", "pred"), DEFERRED)
 def test_equations_deferred(gold: str, pred: str) -> None:
     assert sampled_check(gold, pred) is None
+
+
+_SIDES = [
+    "x^2",
+    "3^x",
+    "2^x",
+    "x",
+    "x + 1",
+    "x^3",
+    "2x",
+    "-x",
+    "\\frac{1}{x}",
+    "1",
+    "4",
+    "0",
+    "x^2 - 1",
+    "e^x",
+]
+_OPS = ["<", ">", "\\le", "\\ge"]
+
+
+def _inequality(rng: random.Random) -> str:
+    a, b = rng.sample(_SIDES, 2)
+    return f"{a} {rng.choice(_OPS)} {b}"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_variable_inequalities_agree_with_the_full_check(seed: int) -> None:
+    """``3^x \\ge x^2`` against ``3^x \\ge x``: the same relation is accepted, two whose truth
+    differs at a real point rejected when the full check's fallback would reject them too."""
+    rng = random.Random(500 + seed)
+    decided = 0
+    for _ in range(120):
+        gold = _inequality(rng)
+        pred = (
+            gold.replace("x", "t") if rng.random() < 0.1 else gold if rng.random() < 0.2 else _inequality(rng)
+        )
+        fast = sampled_check(gold, pred)
+        full = check(gold, pred)
+        assert fast is None or fast == full, (gold, pred, fast, full)
+        decided += fast is not None
+    assert decided >= 40

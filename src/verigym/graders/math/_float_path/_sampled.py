@@ -32,7 +32,18 @@ import re
 
 from verigym.graders.math._float_path._bounded import Unsure
 from verigym.graders.math._float_path._intervals import End, chain_piece, minus, union
-from verigym.graders.math._float_path._sampledcmp import Eqn, Group, Inf, Mat, Seq, SetOf, Val, equal, to_set
+from verigym.graders.math._float_path._sampledcmp import (
+    Eqn,
+    Group,
+    Ineq,
+    Inf,
+    Mat,
+    Seq,
+    SetOf,
+    Val,
+    equal,
+    to_set,
+)
 from verigym.graders.math._float_path._sampledexpr import Expr, compiled
 from verigym.graders.math._shared._norm import Decor, split_decor, split_top
 from verigym.graders.math._shared._reader import Reading, read
@@ -166,7 +177,7 @@ def _item(s: str) -> Val:
 _REL_OPS = ("\\le ", "\\ge ", "\\ne ", "<", ">")  # _parse._REL_OPS
 
 
-def _set_item(s: str) -> SetOf | None:
+def _set_item(s: str) -> SetOf | Ineq | None:
     """``_parse._parse_item``'s sets: an inequality chain, a union (``\\cup``) of intervals,
     points and chains, a set-builder ``\\{x | cond\\}``; None when ``s`` is none of those."""
     if len(split_top(s, _REL_OPS)) > 1 and not s.startswith("\\{"):
@@ -212,21 +223,40 @@ def _const(s: str) -> Expr:
     return Expr(reading, compiled(reading.code))
 
 
-def _chain(s: str) -> SetOf:
-    """``_parse._parse_rel`` then ``rel_to_set``: a chain in one variable with constant bounds."""
+def _chain(s: str) -> SetOf | Ineq:
+    """``_parse._parse_rel`` then ``rel_to_set``: a chain in one variable with constant bounds;
+    one inequality with the variable elsewhere (``3^x \\ge x^2``) as its two sides."""
     pieces = re.split(r"(\\le |\\ge |\\ne |<|>)", s)
     exprs, ops = [p.strip() for p in pieces[::2]], [p.strip() for p in pieces[1::2]]
     if not all(exprs) or ("\\ne" in ops and len(ops) > 1) or len(exprs) not in (2, 3):
         raise Unsure
     var = [k for k, e in enumerate(exprs) if (r := _read(e)) is not None and r.names()]
+    if len(var) == 2 and len(exprs) == 2 and ops[0] != "\\ne":
+        return _ineq(exprs, ops[0])
     if len(var) != 1:
         raise Unsure
     v = _read(exprs[var[0]])
     assert v is not None
+    if len(exprs) == 2 and ops[0] != "\\ne" and v.code not in v.letters | set(v.symbols):
+        return _ineq(exprs, ops[0])
     if v.code not in v.letters | set(v.symbols) or v.functions or "i" in v.names():
         raise Unsure  # the variable alone in its slot
     bounds: list[End | None] = [None if k == var[0] else _const(e) for k, e in enumerate(exprs)]
     return SetOf(chain_piece(bounds, ops))
+
+
+def _ineq(exprs: list[str], op: str) -> Ineq:
+    """``lhs op rhs`` in one variable, each side as ``to_sympy`` reads it."""
+    sides = []
+    for e in exprs:
+        r = _read(e)
+        if r is None or _NOT_READ.search(r.code) or r.functions or "i" in r.names():
+            raise Unsure
+        sides.append(Expr(r, compiled(r.code)))
+    names = sides[0].names | sides[1].names
+    if len(names) != 1:
+        raise Unsure
+    return Ineq(sides[0], op, sides[1], next(iter(names)))
 
 
 def _equation(parts: list[str]) -> Eqn:
