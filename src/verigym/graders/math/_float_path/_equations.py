@@ -17,6 +17,11 @@ error bounds (``_bounded``), and decides only where the floats vouch for its out
 * ``_solves`` accepts only when sympy's substituted tree is exactly 0, which floats cannot see: it
   is decided here only when the substituted difference is clearly not 0 (then it rejects).
 
+One inequality in one variable with the variable on both sides (``3^x \\ge x^2``, which the full
+check hands to ``solveset``) is accepted against the same relation (the same code tree and sign)
+and rejected against one whose truth differs at a real point, when ``_rel_norm``'s fallback (for
+a chain solveset cannot solve) would reject it too (``ineq_eq``).
+
 Anything else raises ``Unsure`` and the full check decides.
 """
 
@@ -26,13 +31,16 @@ import ast
 import functools
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from verigym.graders.math._float_path._bounded import Bounded, Unsure
 from verigym.graders.math._float_path._sampledexpr import _GLOBALS, _VOUCH, Expr, points
 
 __all__ = [
     "Fn",
+    "Ineq",
     "changes",
+    "ineq_eq",
     "linear_in",
     "nonzero",
     "ratio_const",
@@ -272,3 +280,72 @@ def linear_in(lhs: Expr, rhs: Expr, d: Fn, free: set[str], y: str, at: dict[str,
     if abs(s2 - s1) > 1e-6 * max(abs(s1), abs(s2), 1.0) + 10 * err:
         return False  # not affine in y: not a polynomial of degree 1
     raise Unsure
+
+
+@dataclass(frozen=True)
+class Ineq:  # _values.Rel of one inequality in one variable that is not alone on a side
+    lhs: Expr
+    op: str  # "<", ">", "\\le", "\\ge"
+    rhs: Expr
+    var: str
+
+
+@functools.lru_cache(maxsize=4096)
+def _tree(code: str) -> str:
+    return ast.dump(ast.parse(code, mode="eval"))
+
+
+_WITNESSES = (-3.7, -2.3, -1.3, -0.6, -0.2, 0.3, 0.7, 1.1, 1.9, 2.6, 3.3, 4.4)
+
+
+def ineq_eq(g: Ineq, p: Ineq) -> bool:
+    """``_compare._rel_eq`` of two inequalities in one variable each: the same sympy relation
+    (the same reading, the same sign) is the same set. Two whose truth differs at a real point are
+    different sets (``rel_to_set``), and they are rejected when the fallback for a chain solveset
+    cannot solve (``_rel_norm``: the same kind of sign, sides' differences equal or positively
+    proportional) rejects them too; anything else ``Unsure``."""
+    if _key(g) == _key(p):
+        return True
+    if not any(
+        (a := _holds(g, x)) is not None and (b := _holds(p, x)) is not None and a != b for x in _WITNESSES
+    ):
+        raise Unsure
+    if _strict(g) != _strict(p):
+        return False
+    if g.var != p.var:
+        raise Unsure  # the fallback may rename a parameter
+    d1, d2 = _difference(g), _difference(p)
+    if sample(d1, d2, [g.var]) or ratio_const(d1, {g.var}, d2, {p.var}):
+        raise Unsure
+    return False
+
+
+def _strict(i: Ineq) -> bool:
+    return i.op in ("<", ">")
+
+
+def _difference(i: Ineq) -> Fn:
+    """``_compare._rel_norm``'s side difference: ``rhs - lhs`` for ``<``, ``lhs - rhs`` for ``>``."""
+    return sides_fn(i.rhs, i.lhs) if i.op in ("<", "\\le") else sides_fn(i.lhs, i.rhs)
+
+
+def _key(i: Ineq) -> tuple[object, ...]:
+    """The relation as sympy builds it: the sides' code trees (parentheses aside) and the sign."""
+    return tuple(
+        (_tree(e.reading.code), e.reading.letters, tuple(sorted(e.reading.symbols.items())))
+        for e in (i.lhs, i.rhs)
+    ) + (i.op,)
+
+
+def _holds(i: Ineq, x: float) -> bool | None:
+    """The inequality at ``var = x``, when both sides are real there and apart beyond their bounds."""
+    try:
+        a, b = i.lhs.at({i.var: x}), i.rhs.at({i.var: x})
+    except Unsure:
+        return None
+    if a.cx or b.cx:
+        return None
+    d = a.z.real - b.z.real
+    if abs(d) <= 10 * (a.e + b.e) + 1e-9 * (abs(a.z) + abs(b.z)):
+        return None
+    return d < 0 if i.op in ("<", "\\le") else d > 0

@@ -31,11 +31,11 @@ import functools
 import re
 
 from verigym.graders.math._float_path._bounded import Unsure
+from verigym.graders.math._float_path._equations import Ineq
 from verigym.graders.math._float_path._intervals import End, chain_piece, minus, union
 from verigym.graders.math._float_path._sampledcmp import (
     Eqn,
     Group,
-    Ineq,
     Inf,
     Mat,
     Seq,

@@ -7,16 +7,15 @@ readings in ``_equations``, sets with constant ends in ``_intervals``. No sympy.
 
 from __future__ import annotations
 
-import ast
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
 from verigym.graders.math._float_path._bounded import Unsure
 from verigym.graders.math._float_path._equations import (
-    Fn,
+    Ineq,
     changes,
+    ineq_eq,
     linear_in,
     nonzero,
     ratio_const,
@@ -56,14 +55,6 @@ class Inf:  # a signed infinity, as an interval's end
 @dataclass(frozen=True)
 class SetOf:  # _values.SetV, or a one-variable inequality chain (its rel_to_set)
     pieces: tuple[Piece, ...]
-
-
-@dataclass(frozen=True)
-class Ineq:  # _values.Rel of one inequality in one variable that is not alone on a side
-    lhs: Expr
-    op: str  # "<", ">", "\\le", "\\ge"
-    rhs: Expr
-    var: str
 
 
 @dataclass(frozen=True)
@@ -341,64 +332,3 @@ def _satisfies(lhs: Expr, rhs: Expr, y: str, value: Expr) -> bool:
     rnames = (rhs.names - {y}) | (value.names if y in rhs.names else set())
     syms = (relevant(left, lnames) if lnames else set()) | (relevant(right, rnames) if rnames else set())
     return sample(left, right, sorted(syms))
-
-
-@functools.lru_cache(maxsize=4096)
-def _tree(code: str) -> str:
-    return ast.dump(ast.parse(code, mode="eval"))
-
-
-_WITNESSES = (-3.7, -2.3, -1.3, -0.6, -0.2, 0.3, 0.7, 1.1, 1.9, 2.6, 3.3, 4.4)
-
-
-def ineq_eq(g: Ineq, p: Ineq) -> bool:
-    """``_compare._rel_eq`` of two inequalities in one variable each: the same sympy relation
-    (the same reading, the same sign) is the same set. Two whose truth differs at a real point are
-    different sets (``rel_to_set``), and they are rejected when the fallback for a chain solveset
-    cannot solve (``_rel_norm``: the same kind of sign, sides' differences equal or positively
-    proportional) rejects them too; anything else ``Unsure``."""
-    if _key(g) == _key(p):
-        return True
-    if not any(
-        (a := _holds(g, x)) is not None and (b := _holds(p, x)) is not None and a != b for x in _WITNESSES
-    ):
-        raise Unsure
-    if _strict(g) != _strict(p):
-        return False
-    if g.var != p.var:
-        raise Unsure  # the fallback may rename a parameter
-    d1, d2 = _difference(g), _difference(p)
-    if sample(d1, d2, [g.var]) or ratio_const(d1, {g.var}, d2, {p.var}):
-        raise Unsure
-    return False
-
-
-def _strict(i: Ineq) -> bool:
-    return i.op in ("<", ">")
-
-
-def _difference(i: Ineq) -> Fn:
-    """``_compare._rel_norm``'s side difference: ``rhs - lhs`` for ``<``, ``lhs - rhs`` for ``>``."""
-    return sides_fn(i.rhs, i.lhs) if i.op in ("<", "\\le") else sides_fn(i.lhs, i.rhs)
-
-
-def _key(i: Ineq) -> tuple[object, ...]:
-    """The relation as sympy builds it: the sides' code trees (parentheses aside) and the sign."""
-    return tuple(
-        (_tree(e.reading.code), e.reading.letters, tuple(sorted(e.reading.symbols.items())))
-        for e in (i.lhs, i.rhs)
-    ) + (i.op,)
-
-
-def _holds(i: Ineq, x: float) -> bool | None:
-    """The inequality at ``var = x``, when both sides are real there and apart beyond their bounds."""
-    try:
-        a, b = i.lhs.at({i.var: x}), i.rhs.at({i.var: x})
-    except Unsure:
-        return None
-    if a.cx or b.cx:
-        return None
-    d = a.z.real - b.z.real
-    if abs(d) <= 10 * (a.e + b.e) + 1e-9 * (abs(a.z) + abs(b.z)):
-        return None
-    return d < 0 if i.op in ("<", "\\le") else d > 0
