@@ -317,14 +317,29 @@ def _run(suites: list[Path], policy: str, chunk: int, busy: int, as_json: bool) 
                 _print(res)
                 print(f"load average after: {res['load_after']}")
     overall = bool(results) and all(r["speed_goal_met"] for r in results)
+    slowest = min(
+        ((p["overall_ratio"], r["suite"], r["policy"], p["grader"]) for r in results for p in r["peers"]),
+        default=None,
+    )
     if as_json:
-        print(json.dumps({**header, "results": results, "goal": GOAL, "goal_met": overall}, indent=1))
+        worst = (
+            None
+            if slowest is None
+            else dict(zip(("ratio", "suite", "policy", "grader"), slowest, strict=True))
+        )
+        print(
+            json.dumps(
+                {**header, "results": results, "goal": GOAL, "goal_met": overall, "slowest": worst}, indent=1
+            )
+        )
         return
     _summary(results)
     print(
         f"\n{header['date']}  CPU: {header['cpu']}  load average before: {header['load_before']}"
         f"  CPU-bound processes beside it: {busy}"
     )
+    if slowest is not None:
+        print(f"slowest whole-suite ratio: {slowest[0]:.2f}x ({slowest[1]}, {slowest[2]}, vs {slowest[3]})")
     print(
         f"goal (whole-suite ratio >= {GOAL:g}x math-verify on every suite run, every cache policy):",
         "MET" if overall else "NOT MET",
