@@ -131,6 +131,7 @@ class _Batch:
     def _flags(self) -> None:
         temps = [t for t, _, _ in self.settings]
         self.greedy = any(t <= 0 for t in temps)
+        self.all_greedy = all(t <= 0 for t in temps)
         self.unit_temp = all(t == 1 or t <= 0 for t in temps)  # logits / 1 is the logits, bit for bit
         self.truncated = any(p < 1 or k > 0 for _, p, k in self.settings)
 
@@ -180,6 +181,10 @@ def _sample(logits: Any, batch: _Batch, steps: np.ndarray[Any, Any], processed: 
         drop |= (batch.top_k[:, None] > 0) & (ranks >= batch.top_k[:, None])
         work = logp.scatter(-1, order, sorted_lp.masked_fill(drop, float("-inf")))
         work = torch.log_softmax(work, dim=-1)
+    if batch.all_greedy:  # what the draw below ends in for greedy rows, without the draw
+        tokens = work.argmax(dim=-1)
+        dist = work if processed else logp
+        return tokens, dist.gather(-1, tokens[:, None]).squeeze(-1), dist
     probs = work.exp()
     cdf = probs.cumsum(dim=-1)
     u = torch.from_numpy(uniforms(batch.seeds, steps)).to(device=cdf.device, dtype=cdf.dtype)
@@ -226,6 +231,7 @@ def run_rows(
     import torch
 
     from verigym.policies.local._fast_llama import FastLlama, supported
+    from verigym.policies.local._products import StepThreads
 
     device = next(model.parameters()).device
     specs = list(specs)
@@ -267,98 +273,102 @@ def run_rows(
     dead: set[int] = set()  # batch positions finished but not yet pruned
     masks = Masks(logits.shape[-1])  # grammar matchers of the constrained rows (structured outputs)
     masks.add(specs)
-    while True:
-        if stop is not None and stop.is_set():
-            raise PassCancelled("the generation pass was cancelled")
-        if masks.matchers:  # before sampling: the constrained distribution is the one sampled and logged
-            masks.apply(logits, batch.rows, dead, (limits[batch.rows] - lengths[batch.rows]).tolist())
-        tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
-        is_eos = torch.isin(tokens, eos)
-        tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()
-        top_v = top_i = None
-        if want_top:
-            tv, ti = dist.topk(min(want_top, dist.shape[-1]), dim=-1)
-            top_v, top_i = tv.tolist(), ti.tolist()
-        for pos in batch.order:
-            if pos in dead:
-                continue
-            row = batch.rows[pos]
-            spec, res = specs[row], results[row]
-            res.token_ids.append(tok_list[pos])
-            res.logprobs.append(lp_list[pos])
-            lengths[row] += 1
-            if top_v is not None and top_i is not None and (spec.top_logprobs or spec.early_stop):
-                k = spec.top_logprobs or 20
-                res.top_logprobs.append(tuple(top_v[pos][:k]))
-                res.top_ids.append(tuple(top_i[pos][:k]))
-            if spec.on_token is not None:
-                spec.on_token(tok_list[pos])
-            if masks.matchers:
-                masks.accept(row, tok_list[pos])
-            finish = None
-            if spec.cancelled:
-                finish = "cancelled"
-            elif eos_list[pos]:
-                finish = "eos"
-            elif row in max_stop and _hits_stop(tokenizer, res.token_ids, spec.stop, max_stop[row]):
-                finish = "stop_string"
-            elif spec.early_stop is not None and spec.early_stop(spec.early_stop_row, res.top_logprobs):
-                finish = "early_stop"
-            elif lengths[row] >= spec.max_tokens:
-                finish = "length"
-            if finish is not None:
-                res.finish = finish
-                dead.add(pos)
-                masks.drop(row)
-                if deliver is not None:
-                    deliver(spec, res)
-        if len(dead) == len(batch.rows):
-            break
-        if flush is not None and int((limits[batch.rows] - lengths[batch.rows]).max()) > _FLUSH_AHEAD:
-            flush()
-        # Finished rows leave the lean path's batch at once (moving a row costs about one step of its
-        # attention); the generic cache is re-indexed whole, so there they leave in bulk. Either way a
-        # batch is pruned whenever at most 3 rows are left (matmuls of 1-3 rows round differently
-        # from those of 4 or more, so the batch sizes below 4 are kept as they were).
-        eager = isinstance(step, FastLlama)
-        if dead and (eager or len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2):
-            keep = _compacted(len(batch.rows), dead)
-            sel = torch.tensor(keep, dtype=torch.long, device=device)
-            if eager:
-                step.keep(keep)
+    with StepThreads(step.timed_step if isinstance(step, FastLlama) else None) as threads:
+        while True:
+            threads.next(len(batch.rows))  # this step runs on its own thread choice (FastLlama)
+            if stop is not None and stop.is_set():
+                raise PassCancelled("the generation pass was cancelled")
+            if masks.matchers:  # before sampling: the constrained distribution is the one sampled and logged
+                masks.apply(logits, batch.rows, dead, (limits[batch.rows] - lengths[batch.rows]).tolist())
+            tokens, chosen_lp, dist = _sample(logits, batch, lengths[batch.rows], processed_logprobs)
+            is_eos = torch.isin(tokens, eos)
+            tok_list, lp_list, eos_list = tokens.tolist(), chosen_lp.tolist(), is_eos.tolist()
+            top_v = top_i = None
+            if want_top:
+                tv, ti = dist.topk(min(want_top, dist.shape[-1]), dim=-1)
+                top_v, top_i = tv.tolist(), ti.tolist()
+            for pos in batch.order:
+                if pos in dead:
+                    continue
+                row = batch.rows[pos]
+                spec, res = specs[row], results[row]
+                res.token_ids.append(tok_list[pos])
+                res.logprobs.append(lp_list[pos])
+                lengths[row] += 1
+                if top_v is not None and top_i is not None and (spec.top_logprobs or spec.early_stop):
+                    k = spec.top_logprobs or 20
+                    res.top_logprobs.append(tuple(top_v[pos][:k]))
+                    res.top_ids.append(tuple(top_i[pos][:k]))
+                if spec.on_token is not None:
+                    spec.on_token(tok_list[pos])
+                if masks.matchers:
+                    masks.accept(row, tok_list[pos])
+                finish = None
+                if spec.cancelled:
+                    finish = "cancelled"
+                elif eos_list[pos]:
+                    finish = "eos"
+                elif row in max_stop and _hits_stop(tokenizer, res.token_ids, spec.stop, max_stop[row]):
+                    finish = "stop_string"
+                elif spec.early_stop is not None and spec.early_stop(spec.early_stop_row, res.top_logprobs):
+                    finish = "early_stop"
+                elif lengths[row] >= spec.max_tokens:
+                    finish = "length"
+                if finish is not None:
+                    res.finish = finish
+                    dead.add(pos)
+                    masks.drop(row)
+                    if deliver is not None:
+                        deliver(spec, res)
+            if len(dead) == len(batch.rows):
+                break
+            if flush is not None and int((limits[batch.rows] - lengths[batch.rows]).max()) > _FLUSH_AHEAD:
+                flush()
+            # Finished rows leave the lean path's batch at once (moving a row costs about one step of its
+            # attention); the generic cache is re-indexed whole, so there they leave in bulk. Either way a
+            # batch is pruned whenever at most 3 rows are left (matmuls of 1-3 rows round differently
+            # from those of 4 or more, so the batch sizes below 4 are kept as they were).
+            eager = isinstance(step, FastLlama)
+            if dead and (eager or len(dead) * 4 >= len(batch.rows) or len(batch.rows) - len(dead) <= 2):
+                keep = _compacted(len(batch.rows), dead)
+                sel = torch.tensor(keep, dtype=torch.long, device=device)
+                if eager:
+                    step.keep(keep)
+                else:
+                    step.select(sel)
+                batch.keep(keep)
+                tokens, mask, next_pos = tokens[sel], mask[sel], next_pos[sel]
+                dead = set()
             else:
-                step.select(sel)
-            batch.keep(keep)
-            tokens, mask, next_pos = tokens[sel], mask[sel], next_pos[sel]
-            dead = set()
-        else:
-            tokens = tokens.masked_fill(is_eos, pad_id)
-        if (
-            eager and len(specs) > first
-        ):  # rows joined, so the cache may start with positions no live row uses
-            unused = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
-            if unused >= _TRIM_MIN and 4 * unused >= step.length:
-                step.trim(unused)
-                mask = mask[:, unused:]
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
-        logits = step(tokens[:, None], next_pos[:, None], mask).float()
-        next_pos = next_pos + 1
-        new = []
-        if admit is not None and isinstance(step, FastLlama) and step.capacity > step.length:
-            new = admit(step.length, len(batch.rows) - len(dead), step.capacity - step.length)
-        if new:
-            base = len(specs)
-            specs += new
-            results += [RowResult() for _ in new]
-            lengths = np.concatenate([lengths, np.zeros(len(new), dtype=np.int64)])
-            limits = np.concatenate([limits, np.array([s.max_tokens for s in new], dtype=np.int64)])
-            max_stop.update({base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop})
-            want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
-            masks.add(new, base)
-            joined, new_mask, new_pos = _prefill_joining(step, new, pad_id, device)
-            logits = torch.cat([logits, joined.float()])
-            mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
-            batch.extend(new, range(base, base + len(new)))
+                tokens = tokens.masked_fill(is_eos, pad_id)
+            if (
+                eager and len(specs) > first
+            ):  # rows joined, so the cache may start with positions no live row uses
+                unused = int(mask.argmax(dim=1).min())  # the earliest real token of any live row
+                if unused >= _TRIM_MIN and 4 * unused >= step.length:
+                    step.trim(unused)
+                    mask = mask[:, unused:]
+            mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=1)
+            logits = step(tokens[:, None], next_pos[:, None], mask).float()
+            next_pos = next_pos + 1
+            new = []
+            if admit is not None and isinstance(step, FastLlama) and step.capacity > step.length:
+                new = admit(step.length, len(batch.rows) - len(dead), step.capacity - step.length)
+            if new:
+                base = len(specs)
+                specs += new
+                results += [RowResult() for _ in new]
+                lengths = np.concatenate([lengths, np.zeros(len(new), dtype=np.int64)])
+                limits = np.concatenate([limits, np.array([s.max_tokens for s in new], dtype=np.int64)])
+                max_stop.update(
+                    {base + j: max(len(x) for x in s.stop) + 8 for j, s in enumerate(new) if s.stop}
+                )
+                want_top = max([want_top, *((s.top_logprobs or (20 if s.early_stop else 0)) for s in new)])
+                masks.add(new, base)
+                joined, new_mask, new_pos = _prefill_joining(step, new, pad_id, device)
+                logits = torch.cat([logits, joined.float()])
+                mask, next_pos = torch.cat([mask, new_mask]), torch.cat([next_pos, new_pos])
+                batch.extend(new, range(base, base + len(new)))
     return results[:first]
 
 

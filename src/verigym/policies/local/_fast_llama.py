@@ -3,8 +3,9 @@
 It computes what ``LlamaForCausalLM.forward`` computes (same RMSNorm, rotary embedding module, SDPA
 attention; the matmuls round differently in the last bits, see ``_Weights``), from the model's live
 weights, but without the per-module Python machinery: q/k/v and gate/up projections are fused into one
-matmul each on transposed copies of the weights (cached, and rebuilt when a parameter changes, e.g.
-after an optimizer step), and keys/values go into preallocated buffers written in place instead of a
+matmul each on copies of the weights made once (``_products``: packed for oneDNN where a weight is
+large, transposed for MKL where small; cached, and rebuilt when a parameter changes, e.g. after an
+optimizer step), each decode step runs on the thread count ``_products.ThreadChoice`` picks, and keys/values go into preallocated buffers written in place instead of a
 cache that is concatenated at every step; rows can join a running batch (``append``). Anything it does not cover
 (LoRA adapters, biases, other activations, other architectures) uses the ordinary ``transformers``
 forward instead (``supported`` says which).
@@ -12,11 +13,15 @@ forward instead (``supported`` says which).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
+
+from verigym.policies.local._products import Product, ThreadChoice, threads
 
 __all__ = ["FastLlama", "supported"]
 
@@ -35,16 +40,13 @@ def supported(model: Any) -> bool:
 
 
 class _Weights(NamedTuple):
-    """A model's matmul weights as this path uses them: transposed to [in, out], q/k/v and gate/up fused.
+    """A model's matmul weights as this path uses them: q/k/v and gate/up fused, each a ``Product``
+    (oneDNN on a packed copy for the large weights of real models, MKL's ``x @ w`` on a transposed
+    [in, out] copy for small ones: ``_products``)."""
 
-    ``x @ w`` on a [in, out] weight runs a different GEMM kernel from ``F.linear(x, weight)`` on the
-    [out, in] parameter: on CPU it is about 2x faster for the 4-24 rows of a decode step (MKL, measured
-    in ``benchmarks/RESULTS.md``), the same speed and the same numbers from 32 rows on; below 32 rows the
-    two round differently in the last bits.
-    """
-
-    layers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]  # qkv, o, gate_up, down
-    head: torch.Tensor
+    layers: list[tuple[Product, Product, Product, Product]]  # qkv, o, gate_up, down
+    head: Product
+    packed: bool  # any weight runs through oneDNN (then steps of few rows run on one thread)
 
 
 _CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[tuple[int, int], ...], _Weights]] = (
@@ -54,7 +56,7 @@ _CACHE: weakref.WeakKeyDictionary[Any, tuple[tuple[tuple[int, int], ...], _Weigh
 
 def _weights(model: Any) -> _Weights:
     """The model's ``_Weights``, rebuilt only when a parameter's storage or version changed (e.g. after
-    an optimizer step)."""
+    an optimizer step or a weight swap)."""
     layers = model.model.layers
     params = [p for layer in layers for p in (*layer.self_attn.parameters(), *layer.mlp.parameters())]
     params.append(model.lm_head.weight)
@@ -63,16 +65,20 @@ def _weights(model: Any) -> _Weights:
     if hit is not None and hit[0] == key:
         return hit[1]
     out = []
-    for layer in layers:
-        a, m = layer.self_attn, layer.mlp
-        qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach().t().contiguous()
-        gu = torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach().t().contiguous()
-        o = a.o_proj.weight.detach().t().contiguous()
-        down = m.down_proj.weight.detach().t().contiguous()
-        out.append((qkv, o, gu, down))
-    weights = _Weights(out, model.lm_head.weight.detach().t().contiguous())
+    with torch.no_grad():
+        for layer in layers:
+            a, m = layer.self_attn, layer.mlp
+            qkv = Product(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+            gu = Product(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+            out.append((qkv, Product(a.o_proj.weight), gu, Product(m.down_proj.weight)))
+        head = Product(model.lm_head.weight)
+    packed = head.packed is not None or any(p.packed is not None for layer in out for p in layer)
+    weights = _Weights(out, head, packed)
     _CACHE[model] = (key, weights)
     return weights
+
+
+_CHOICES: weakref.WeakKeyDictionary[Any, ThreadChoice] = weakref.WeakKeyDictionary()
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -101,6 +107,8 @@ class FastLlama:
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.weights = _weights(model)
+        self._threads = _CHOICES.setdefault(model, ThreadChoice())  # kept across passes
+        self._timed = False  # inside ``timed_step``
         weight = model.model.embed_tokens.weight
         shape = (batch, self.kv_heads, capacity, self.head_dim)
         self.k = [torch.empty(shape, dtype=weight.dtype, device=weight.device) for _ in self.weights.layers]
@@ -142,7 +150,8 @@ class FastLlama:
         vs = [store[batch : batch + n] for store in self._rows[1]]
         for t in (*ks, *vs):
             t[:, :, :start].zero_()
-        logits = self._forward(ids, positions, key_mask, ks, vs, start)
+        with threads(self._prefill_threads(ids.numel())):
+            logits = self._forward(ids, positions, key_mask, ks, vs, start)
         self.k = [store[: batch + n] for store in self._rows[0]]
         self.v = [store[: batch + n] for store in self._rows[1]]
         return logits
@@ -203,10 +212,33 @@ class FastLlama:
         """Logits of the last position for ``ids`` [B, T] appended to the cache; ``key_mask`` [B, S] is
         1 for real tokens over the whole sequence so far (S = cached + T)."""
         if ids.shape[1] == 1 and self._rope is not None:
-            return self._decode(ids[:, 0], positions[:, 0], key_mask)
-        logits = self._forward(ids, positions, key_mask, self.k, self.v, self.length)
+            if self._timed or not self.weights.packed:
+                return self._decode(ids[:, 0], positions[:, 0], key_mask)
+            with self.timed_step(ids.shape[0]):
+                return self._decode(ids[:, 0], positions[:, 0], key_mask)
+        with threads(self._prefill_threads(ids.numel())):
+            logits = self._forward(ids, positions, key_mask, self.k, self.v, self.length)
         self.length += ids.shape[1]
         return logits
+
+    @contextlib.contextmanager
+    def timed_step(self, rows: int) -> Iterator[None]:
+        """One decode step of ``rows`` rows on the thread count ``ThreadChoice`` picks (packed weights
+        only), timed for the next choice; a decode call inside is not timed again. The engine wraps
+        the whole step (sampling and bookkeeping too) in it."""
+        if not self.weights.packed or self._timed:
+            yield
+            return
+        with self._threads.step(rows):
+            self._timed = True
+            try:
+                yield
+            finally:
+                self._timed = False
+
+    def _prefill_threads(self, rows: int) -> int:
+        """Threads of a prefill of ``rows`` tokens: the steps' current choice (``ThreadChoice``)."""
+        return self._threads.threads(rows) if self.weights.packed else torch.get_num_threads()
 
     def _forward(
         self,
@@ -243,7 +275,7 @@ class FastLlama:
             w_qkv, w_o, w_gu, w_down = self.weights.layers[i]
             attn = layer.self_attn
             h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
-            qkv = (h @ w_qkv).view(batch, steps, self.heads + 2 * self.kv_heads, self.head_dim)
+            qkv = w_qkv(h).view(batch, steps, self.heads + 2 * self.kv_heads, self.head_dim)
             qk = _rotate(qkv[:, :, : self.heads + self.kv_heads].transpose(1, 2), cos, sin, signed)
             q = qk[:, : self.heads]
             ks[i][:, :, start:end] = qk[:, self.heads :]
@@ -256,16 +288,16 @@ class FastLlama:
                 scale=attn.scaling,
                 enable_gqa=gqa,
             )
-            x = x + out.transpose(1, 2).reshape(batch, steps, q_size) @ w_o
+            x = x + w_o(out.transpose(1, 2).reshape(batch, steps, q_size))
             post = layer.post_attention_layernorm
-            gate, up = (_rms(x, post.weight, post.variance_epsilon) @ w_gu).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ w_down
+            gate, up = w_gu(_rms(x, post.weight, post.variance_epsilon)).chunk(2, dim=-1)
+            x = x + w_down(F.silu(gate) * up)
         last = _rms(x[:, -1], inner.norm.weight, inner.norm.variance_epsilon)
         return self._head(last)
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         bias = self.model.lm_head.bias
-        logits = h @ self.weights.head
+        logits = self.weights.head(h)
         return logits if bias is None else logits + bias
 
     def _decode(self, ids: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
@@ -290,7 +322,7 @@ class FastLlama:
             w_qkv, w_o, w_gu, w_down = self.weights.layers[i]
             attn = layer.self_attn
             norm = layer.input_layernorm
-            qkv = (_rms(x, norm.weight, norm.variance_epsilon) @ w_qkv).view(
+            qkv = w_qkv(_rms(x, norm.weight, norm.variance_epsilon)).view(
                 batch, heads + 2 * kv, self.head_dim
             )
             qk = _rotate(qkv[:, : heads + kv], cos, sin, True)
@@ -302,9 +334,9 @@ class FastLlama:
             scores = (q @ k_cache[:, :, :end].transpose(-1, -2)).mul_(attn.scaling).add_(bias)
             probs = scores.softmax(-1, dtype=torch.float32).to(v_cache.dtype)  # [B, KV, group, S]
             out = probs @ v_cache[:, :, :end]
-            x = x + out.reshape(batch, q_size) @ w_o
+            x = x + w_o(out.reshape(batch, q_size))
             post = layer.post_attention_layernorm
-            gate, up = (_rms(x, post.weight, post.variance_epsilon) @ w_gu).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ w_down
+            gate, up = w_gu(_rms(x, post.weight, post.variance_epsilon)).chunk(2, dim=-1)
+            x = x + w_down(F.silu(gate) * up)
         self.length = end
         return self._head(_rms(x, inner.norm.weight, inner.norm.variance_epsilon))
