@@ -125,8 +125,8 @@ def test_blocked_attention_equals_dense_attention_under_the_block_mask() -> None
         blocked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
         other = F.scaled_dot_product_attention(q[:, :, :7], k[:, :, :7], v[:, :, :7])  # not the pack: as is
     grads_b = torch.autograd.grad(blocked, (q, k, v), up)
-    assert type(blocked.grad_fn).__name__ == "CatBackward0"
-    assert type(other.grad_fn).__name__ != "CatBackward0"
+    assert type(blocked.grad_fn).__name__ == "BlockedAttentionBackward"
+    assert type(other.grad_fn).__name__ != "BlockedAttentionBackward"
     assert torch.allclose(blocked, dense, atol=1e-6)
     for want, got in zip(grads, grads_b, strict=True):
         assert torch.allclose(want, got, atol=1e-6)
@@ -176,7 +176,7 @@ def test_the_new_path_equals_a_plain_full_logits_reference(monkeypatch: pytest.M
     with K.training_kernels():
         fwd = forward_packed(model, rows, 0.8, share_prefix=True)
     routed = {type(fn).__name__ for fn in _graph(fwd.logp.grad_fn)}
-    assert "OneDnnLinearBackward" in routed and "CatBackward0" in routed  # both kernels were used
+    assert "OneDnnLinearBackward" in routed and "BlockedAttentionBackward" in routed  # both kernels were used
     loss = torch.zeros(())
     for i, (r, lp, w) in enumerate(zip(rows, ref, weights, strict=True)):
         n = len(lp)

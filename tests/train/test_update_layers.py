@@ -363,3 +363,33 @@ def test_norm_linears_and_normed_swiglu_equal_the_plain_ops_in_float64(shape: tu
     want = torch.autograd.grad(ref, r, up.double())
     for a, b in zip((out, *got), (ref, *want), strict=True):
         _close(a, b, 5e-6)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_blocked_attention_equals_sdpa_block_by_block_bit_for_bit(kv_heads: int) -> None:
+    """``BlockedAttention`` (one output buffer, torch's CPU flash kernel) against what it replaced:
+    ``F.scaled_dot_product_attention`` per block and a ``cat``; grouped heads with ``enable_gqa``."""
+    g = torch.Generator().manual_seed(kv_heads)
+    blocks = [(0, 5), (5, 12), (12, 13), (13, 20)]
+    mask = torch.zeros(20, 20, dtype=torch.bool)
+    for a, b in blocks:
+        mask[a:b, a:b] = torch.ones(b - a, b - a).tril().bool()
+    mask[8, 6] = False
+    mask = mask[None, None]
+    q = torch.randn(1, 4, 20, 8, generator=g).requires_grad_()
+    k, v = (torch.randn(1, kv_heads, 20, 8, generator=g).requires_grad_() for _ in range(2))
+    up = torch.randn(1, 4, 20, 8, generator=g)
+    kw = {"enable_gqa": True} if kv_heads != 4 else {}
+    per = torch.cat(
+        [F.scaled_dot_product_attention(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], attn_mask=mask[..., a:b, a:b], scale=0.3, **kw) for a, b in blocks],
+        dim=-2,
+    )  # fmt: skip
+    with K.training_kernels(), K.attention_blocks(blocks):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3, **kw)
+    assert type(out.grad_fn).__name__ == "BlockedAttentionBackward"
+    assert out.transpose(1, 2).is_contiguous()  # the output product reads it without a copy
+    assert torch.equal(out, per)
+    for a, b in zip(
+        torch.autograd.grad(out, (q, k, v), up), torch.autograd.grad(per, (q, k, v), up), strict=True
+    ):
+        assert torch.equal(a, b)

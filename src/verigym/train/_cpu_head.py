@@ -25,8 +25,8 @@ import torch
 
 __all__ = ["CHUNK", "HeadLogprobs", "head_of"]
 
-CHUNK = 64
-"""Positions projected to the vocabulary at a time (a 64 × 49,152 float32 chunk is 12.6 MB)."""
+CHUNK = 32
+"""Positions projected to the vocabulary at a time (a 32 × 49,152 float32 chunk is 6.3 MB)."""
 MODELS = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"})
 
 

@@ -173,6 +173,61 @@ def _accumulated(weight: torch.Tensor, g: torch.Tensor, flat: torch.Tensor) -> b
     return True
 
 
+class BlockedAttention(torch.autograd.Function):
+    """SDPA by block through torch's CPU flash kernel (what ``F.scaled_dot_product_attention`` runs for
+    these inputs, with the boolean mask made additive as it does), every block writing into one
+    ``[1, tokens, heads, dim]`` output: the tensor saved for backward is the one the output product
+    reads (``transpose(1, 2).reshape``, no copy), where per-block SDPA calls and a ``cat`` kept two."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor,
+        blocks: tuple[tuple[int, int], ...],
+        scale: float | None,
+    ) -> torch.Tensor:
+        out = q.new_empty(q.shape[0], q.shape[2], q.shape[1], v.shape[3])
+        lses = []
+        for a, b in blocks:
+            o, lse = _flash(
+                q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], _additive(mask[..., a:b, a:b], q.dtype), scale
+            )
+            out[:, a:b] = o.transpose(1, 2)
+            lses.append(lse)
+        ctx.save_for_backward(q, k, v, mask, out, *lses)
+        ctx.blocks, ctx.scale = blocks, scale
+        return out.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        q, k, v, mask, out, *lses = ctx.saved_tensors
+        gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        for (a, b), lse in zip(ctx.blocks, lses, strict=True):
+            dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                grad[:, :, a:b], q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], out[:, a:b].transpose(1, 2), lse,
+                0.0, False, attn_mask=_additive(mask[..., a:b, a:b], q.dtype), scale=ctx.scale,
+            )  # fmt: skip
+            gq[:, :, a:b], gk[:, :, a:b], gv[:, :, a:b] = dq, dk, dv
+        return gq, gk, gv, None, None, None
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as SDPA passes it to its kernels: 0 where attended, −inf elsewhere."""
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill_(~mask, float("-inf"))
+
+
+def _flash(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, False, attn_mask=mask, scale=scale
+    )
+    return o, lse
+
+
 def _blocked_sdpa(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
     """SDPA once per block of the packed sequence, or None when the call is not over that sequence."""
     blocks = _BLOCKS.get()
@@ -194,6 +249,15 @@ def _blocked_sdpa(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor
         or rest.get("dropout_p", 0.0) != 0.0
     ):
         return None
+    if (
+        set(rest) <= {"scale", "enable_gqa", "is_causal", "dropout_p"}
+        and q.dtype == k.dtype == v.dtype == torch.float32
+        and mask.dtype == torch.bool
+        and mask.shape[:2] == (1, 1)
+        and (q.shape[1] == k.shape[1] == v.shape[1] or (rest.get("enable_gqa") and k.shape[1] == v.shape[1]))
+    ):
+        out: torch.Tensor = BlockedAttention.apply(q, k, v, mask, blocks, rest.get("scale"))
+        return out
     sizes = [b - a for a, b in blocks]
     outs = [
         F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask[..., a:b, a:b], **rest)
@@ -244,9 +308,12 @@ def training_kernels(enabled: bool = True, model: Any = None) -> Iterator[None]:
     from verigym.train._cpu_layers import lean_layers
 
     _malloc.tune_for_training()
-    _malloc.release()
-    with _Mode(), lean_layers(model, MIN_WEIGHT):
-        yield
+    _malloc.release()  # what the last backward and optimizer step freed
+    try:
+        with _Mode(), lean_layers(model, MIN_WEIGHT):
+            yield
+    finally:
+        _malloc.release(at_exit=True)  # the forward's temporaries, before the backward's peak
 
 
 @contextlib.contextmanager

@@ -25,11 +25,12 @@ import sys
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "glibc", "release", "tune_for_training"]
 
-MMAP_THRESHOLD: int | None = 1 << 20
+MMAP_THRESHOLD: int | None = 2 << 20
 """Requests of at least this many bytes are mmapped (and unmapped when freed); None: glibc's own."""
 TRIM_THRESHOLD: int | None = 1 << 27
 """Free memory at the heap's top above this is handed back; None: glibc's own."""
 TRIM_EACH = True
+TRIM_AFTER_FORWARD = True
 """``release()`` hands every free page of the heap back (``malloc_trim(0)``)."""
 
 _M_TRIM_THRESHOLD = -1
@@ -70,9 +71,10 @@ def tune_for_training() -> bool:
     return ok
 
 
-def release() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim(0)``); elsewhere nothing."""
-    if TRIM_EACH and tune_for_training():
+def release(at_exit: bool = False) -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim(0)``); elsewhere nothing.
+    ``at_exit``: the call after a forward (``TRIM_AFTER_FORWARD``)."""
+    if TRIM_EACH and (TRIM_AFTER_FORWARD or not at_exit) and tune_for_training():
         libc = _LIBC[0] if _LIBC else glibc()
         if libc is not None:
             libc.malloc_trim(ctypes.c_size_t(0))
