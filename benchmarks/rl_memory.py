@@ -1,5 +1,12 @@
 """Peak RSS of RL steps on a real model, full fine-tuning vs LoRA (issue 24 item 6).
 
+``--ablate``: the update alone, as ``benchmarks/rl_update_speed.py``'s peak worker runs it (its batch:
+8 groups × 8, seeded 4–16-token completions, packed into ≤ 512-token micro-batches; full fine-tuning,
+fused AdamW), in a fresh process per configuration: everything of issue 43 item 2's memory work on,
+then each part off alone (``ABLATIONS``), then all of them off. Printed per configuration: the peak
+RSS over the first two updates after loading (``VmHWM`` reset after loading, as the speed benchmark's
+peak) and the CPU seconds of updates 2 and 3 (the first allocates AdamW's moments).
+
 Each mode runs in a fresh process: the real-model recipe's settings (``verigym.recipes.quickstart_real``:
 its groups × samples, 16 new tokens, DAPO, AdamW), without SFT and with dynamic sampling off so every
 step updates (the base model rarely earns a reward; rows with zero advantage still run the whole
@@ -8,19 +15,31 @@ forward/backward/optimizer step). After loading, the peak RSS (``VmHWM``) is res
 loading, the peak during the steps, and each step's generation and update seconds.
 
     python benchmarks/rl_memory.py [--model smollm2-135m-instruct] [--steps 2] [--modes full,lora]
+    python benchmarks/rl_memory.py --ablate [--only all,none]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 MODES = ("full", "lora", "full+packing", "lora+packing")
+ABLATIONS: dict[str, dict[str, Any]] = {  # configuration -> module attributes set before the first update
+    "all": {},
+    "no lean layers": {"verigym.train._cpu_layers._swaps": lambda *_: []},
+    "no chunked head": {"verigym.train._cpu_head.head_of": lambda *_: None},
+    "no in-place head gradient": {"verigym.train._cpu_kernels.IN_PLACE_MIN": 1 << 62},
+    "no one-buffer blocked attention": {"verigym.train._cpu_kernels.FLASH_BLOCKS": False},
+    "no malloc settings": {"verigym.train._malloc._DONE": [False]},
+}
+ABLATIONS["none"] = {k: v for off in ABLATIONS.values() for k, v in off.items()}
 
 
 def _status_mb(key: str) -> float:
@@ -40,7 +59,7 @@ def _child(args: argparse.Namespace) -> None:
     from verigym.train import load_model
     from verigym.train.rl import RLTrainer
 
-    over = {"rl__dynamic_sampling": False, "rl__packing": "packing" in args.child}
+    over: dict[str, Any] = {"rl__dynamic_sampling": False, "rl__packing": "packing" in args.child}
     if args.child.startswith("lora"):
         over["model__lora"] = {"r": args.lora_rank, "alpha": 2 * args.lora_rank}
     cfg = real_quickstart_config(
@@ -61,6 +80,66 @@ def _child(args: argparse.Namespace) -> None:
     print(json.dumps({"mode": args.child, "trainable": trainable, "loaded_mb": loaded, "steps": steps}))
 
 
+def _ablate_child(args: argparse.Namespace) -> None:
+    """One configuration of ``--ablate`` (see the module doc)."""
+    import copy
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gpu_rl_update import fill_old_logprobs, make_rows
+    from verigym.policies.catalogue import resolve
+    from verigym.recipes.quickstart_real import real_quickstart_config
+    from verigym.train._update import UpdateState, policy_update
+    from verigym.train.optim import make_optimizer
+
+    for target, value in ABLATIONS[args.ablate_child].items():
+        module, attr = target.rsplit(".", 1)
+        setattr(importlib.import_module(module), attr, value)
+    shape = {"groups": 8, "group_size": 8, "min_new": 4, "max_new": 16}
+    path = resolve(args.model)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.eval()
+    rows = make_rows(tok, shape, args.seed, model.config.vocab_size)
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    fill_old_logprobs(model, rows, pad)
+    rl = real_quickstart_config(tempfile.mkdtemp(prefix="rl_memory_"), model=args.model, seed=args.seed,
+                                sampling__max_tokens=16, rl__pack_tokens=512).rl  # fmt: skip
+    opt, sched = make_optimizer(model.parameters(), rl, 10_000, foreach=True)
+    state = UpdateState(optimizer=opt, scheduler=sched, generator=torch.Generator())
+    loaded = _status_mb("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
+    cpu, peak = [], 0.0
+    for i in range(3):
+        c0 = time.process_time()
+        policy_update(model, copy.deepcopy(rows), rl, state, pad_id=pad, temperature=1.0, max_len=16,
+                      micro_rows=rl.micro_batch_rows, share_prefix=rl.share_prefix)  # fmt: skip
+        cpu.append(time.process_time() - c0)
+        if i == 1:
+            peak = _status_mb("VmHWM")
+    print(json.dumps({"loaded_mb": loaded, "peak_mb": peak, "cpu_s": cpu}))
+
+
+def _ablate(args: argparse.Namespace) -> None:
+    names = list(ABLATIONS) if not args.only else args.only.split(",")
+    print(f"{args.model}: the update alone (8 x 8, packed 512), fresh process per configuration; load "
+          f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    for name in names:
+        cmd = [sys.executable, __file__, "--ablate-child", name, "--model", args.model, "--seed", str(args.seed),
+               "--threads", str(args.threads)]  # fmt: skip
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+        res = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"  {name}: peak RSS {res['peak_mb']:.0f} MB over two updates (after loading "
+              f"{res['loaded_mb']:.0f}); CPU s per update {res['cpu_s'][1]:.2f}, {res['cpu_s'][2]:.2f} "
+              f"(first {res['cpu_s'][0]:.2f}); load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
@@ -69,10 +148,19 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ablate", action="store_true", help="the update alone, each memory change off in turn")
+    ap.add_argument("--only", default="", help=f"with --ablate: comma-separated, of {', '.join(ABLATIONS)}")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--ablate-child", choices=list(ABLATIONS), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(args)
+        return
+    if args.ablate_child:
+        _ablate_child(args)
+        return
+    if args.ablate:
+        _ablate(args)
         return
     from verigym.recipes.quickstart_real import real_quickstart_config
 

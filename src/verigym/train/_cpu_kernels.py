@@ -63,6 +63,8 @@ IN_PLACE_MIN = 1 << 22
 """Weights with at least this many entries (a 135M model's 49,152 × 576 lm head) have their gradient
 added into an existing ``.grad`` by blocks inside ``OneDnnLinear.backward`` (``_accumulated``)."""
 IN_PLACE_ROWS = 8192
+FLASH_BLOCKS = True
+"""Packed attention by block through ``BlockedAttention`` (False: SDPA per block and a ``cat``)."""
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _AVAILABLE: list[bool] = []
@@ -250,7 +252,8 @@ def _blocked_sdpa(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor
     ):
         return None
     if (
-        set(rest) <= {"scale", "enable_gqa", "is_causal", "dropout_p"}
+        FLASH_BLOCKS
+        and set(rest) <= {"scale", "enable_gqa", "is_causal", "dropout_p"}
         and q.dtype == k.dtype == v.dtype == torch.float32
         and mask.dtype == torch.bool
         and mask.shape[:2] == (1, 1)
