@@ -20,7 +20,8 @@ Prints per concurrency and side: completion tokens/s (over all rounds, and the r
 p50/p95 request latency, mean prompt and completion tokens, then the text agreement between the sides
 (replies identical, and the common prefix in SmolLM2 tokens: both sides decode greedily in float32 but
 round differently, so long replies may part after some tokens), the ratio verigym / llama.cpp and
-MET / NOT MET against the targets: ≥ 1.0× at every concurrency, ≥ 1.5× at 32. ``--json FILE`` writes it all.
+MET / NOT MET against the targets: ≥ 1.0× at every concurrency, ≥ 1.5× at 32; after every round, over
+the rounds so far (a run cut short leaves its table). ``--json FILE`` writes it all (rewritten each round).
 
     python benchmarks/serve_vs_llamacpp.py [--rounds 3] [--concurrency 1,8,32] [--tokens 64] [--threads 2]
                                            [--json FILE]
@@ -314,12 +315,15 @@ def main() -> None:
                     tokens = sum(x.completion_tokens for x in replies)
                     print(f"round {r + 1} c={c:<3d} {side:9s} {requests} requests in {wall:6.2f}s: "
                           f"{tokens / wall:7.1f} tokens/s (load {os.getloadavg()[0]:.2f})", flush=True)  # fmt: skip
-    print(f"load at the end {os.getloadavg()[0]:.2f}")
-    out = report(levels, tok, args)
-    if args.json:
-        args.json.write_text(
-            json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **out}, indent=1)
-        )
+            # the table so far after every round: a run cut short still leaves its figures
+            print(f"\nafter round {r + 1} of {args.rounds}: load {os.getloadavg()[0]:.2f}", flush=True)
+            out = report(levels, tok, args)
+            if args.json:
+                out["rounds_done"] = r + 1
+                args.json.write_text(
+                    json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **out}, indent=1)
+                )
+            print(flush=True)
 
 
 if __name__ == "__main__":
