@@ -5,6 +5,7 @@ square roots of perfect squares, on generated cases (seeded), and they do decide
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from fractions import Fraction
@@ -12,11 +13,15 @@ from fractions import Fraction
 import pytest
 
 from verigym.graders.math import check_equivalent, clear_caches
+from verigym.graders.math._exact_path._text import text_decide
 from verigym.graders.math._float_path._exactval import Gauss, differ_clearly, gaussian, real_exact
 from verigym.graders.math._float_path._sampled import sampled_check
 from verigym.graders.math._float_path._sampledexpr import compiled
 from verigym.graders.math._shared._reader import read
+from verigym.graders.math._shared._rules import decide_texts
 from verigym.graders.math._sympy_path._check import check
+
+text_check = functools.partial(decide_texts, text_decide)
 
 
 def _gauss_text(rng: random.Random) -> str:
@@ -254,3 +259,44 @@ def test_percent_signs_agree_with_the_full_check(seed: int) -> None:
         assert fast is None or fast == full, (gold, pred, fast, full)
         decided += fast is not None
     assert decided >= 100
+
+
+def test_decimals_against_irrational_constants_agree_with_the_full_check() -> None:
+    """``\\pi`` answered ``3.14``: too few significant digits to stand for an irrational (four
+    needed), rejected in-process as the full check rejects it; more digits are roundings."""
+    rng = random.Random(600)
+    consts = [
+        ("\\pi", math.pi),
+        ("\\sqrt{2}", 2**0.5),
+        ("e", math.e),
+        ("\\sqrt{3}", 3**0.5),
+        ("-\\pi", -math.pi),
+    ]
+    decided = 0
+    for _ in range(200):
+        text, value = rng.choice(consts)
+        places = rng.randint(0, 5)
+        shift = rng.choice([0, 0, 1, -1, 5]) * 10.0**-places
+        dec = f"{value + shift:.{places}f}"
+        gold, pred = (text, dec) if rng.random() < 0.7 else (dec, text)
+        fast = sampled_check(gold, pred)
+        full = check(gold, pred)
+        assert fast is None or fast == full, (gold, pred, fast, full)
+        decided += fast is not None
+    assert decided >= 150
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred"),
+    [("12:00", "1:00"), ("12:00", "12:00"), ("3:45", "\\boxed{3:45}"), ("12:00", "noon"), ("9:05", "09:05")],
+)
+def test_times_of_day_are_text_in_process(gold: str, pred: str) -> None:
+    """A time of day is text to the full parser (``_parse._parse_item``): compared as text here."""
+    fast = text_check(gold, pred)
+    assert fast is not None
+    assert fast == check(gold, pred)
+
+
+@pytest.mark.parametrize(("gold", "pred"), [("12:00", "The time is 12:00"), ("12:00", "12")])
+def test_lone_numbers_in_text_still_go_to_the_full_check(gold: str, pred: str) -> None:
+    assert text_check(gold, pred) is None

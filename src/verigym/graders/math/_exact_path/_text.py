@@ -7,13 +7,15 @@ The full check (``_parse``) reads an item as text when, after its clean-up, it i
 states the short answer (``_prose.says``); a list compares as a multiset. This path follows
 ``_parse._parse_list`` / ``_parse_item`` / ``_parse_atom`` up to that point and returns None
 wherever the full check could read anything else: digits (a lone number in a bare text is the
-answer there), equations, relations, brackets, sets, decorations, ``\\pm``, ``;``, several boxes.
+answer there), equations, relations, brackets, sets, decorations, ``\\pm``, ``;``, several boxes;
+a time of day (``12:00``) is text there too.
 """
 
 from __future__ import annotations
 
 import re
 
+from verigym.graders.math._shared._extract import NUMBER_RE
 from verigym.graders.math._shared._norm import Decor, split_decor, split_top
 from verigym.graders.math._shared._prose import says
 from verigym.graders.math._shared._rules import (
@@ -30,6 +32,8 @@ from verigym.graders.math._shared._rules import (
 )
 
 __all__ = ["text_decide"]
+
+_TIME = re.compile(r"\d{1,2}:\d{2}")  # _parse._parse_item: a time of day, not a ratio
 
 _NOT_TEXT = re.compile(
     r"\d|[=<>;|]|\\(?:le|ge|ne|pm|mp|approx|in|cup|setminus|begin|circ)(?![a-zA-Z])|^\s*\\\{"
@@ -50,6 +54,8 @@ def _item(s: str) -> str | None:
 def _value(s: str) -> list[str] | None:
     """``_parse.parse`` when every item is text: the items' texts, else None."""
     s = strip_answer(s)
+    if _TIME.fullmatch(s) and strip_item(s) == s:
+        return [s]  # a time of day is text there, kept as written
     if not s or _NOT_TEXT.search(s) or readings_prefix(s) != ([], False):
         return None
     s = list_words(s)
@@ -65,8 +71,8 @@ def _eq(g: str, p: str) -> bool:
 
 def text_decide(ans: Answers) -> tuple[bool, str, str | None] | None:
     """The full check's verdict when both answers are text, else None (mode ``equivalent``)."""
-    if ans.boxes > 1:
-        return None
+    if ans.boxes > 1 or (ans.how == "bare" and len(NUMBER_RE.findall(ans.answer)) == 1):
+        return None  # a lone number in a bare text answer is the answer there (``_check._compare``)
     g = _value(ans.gold)
     p = None if g is None else _value(ans.answer)
     if g is None or p is None:

@@ -7,6 +7,7 @@ full check's rules (``_numeric.expr_eq`` / ``scalar_eq``) wherever the bounds vo
 from __future__ import annotations
 
 import functools
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -279,6 +280,17 @@ def _decimal_eq(g: Expr, p: Expr) -> bool:
         raise Unsure
     if sig >= 4 and rounds and (places > 0 or not_int):
         return True
-    if far and no_round:
-        return False
+    if far and (no_round or sig < 2 or (sig < 4 and _irrational(c))):
+        return False  # decimal_match: too few significant digits to be a rounding of it
     raise Unsure
+
+
+_IRRATIONAL_CONST = re.compile(r"-?\s*(?:pi|E|sqrt\(\(?_n\('(\d+)'\)\)?\))")
+
+
+def _irrational(e: Expr) -> bool:
+    """``e`` is pi, e or the square root of a non-square integer: never a sympy Rational."""
+    m = _IRRATIONAL_CONST.fullmatch(e.reading.code)
+    if m is None:
+        return False
+    return m[1] is None or math.isqrt(int(m[1])) ** 2 != int(m[1])
