@@ -3,7 +3,7 @@
 ``--ablate``: the update alone, as ``benchmarks/rl_update_speed.py``'s peak worker runs it (its batch:
 8 groups × 8, seeded 4–16-token completions, packed into ≤ 512-token micro-batches; full fine-tuning,
 fused AdamW), in a fresh process per configuration: everything of issue 43 item 2's memory work on,
-then each part off alone (``ABLATIONS``), then all of them off. Printed per configuration: the peak
+then each part off alone (``ABLATIONS``), then all of them off, then other malloc settings. Printed per configuration: the peak
 RSS over the first two updates after loading (``VmHWM`` reset after loading, as the speed benchmark's
 peak) and the CPU seconds of updates 2 and 3 (the first allocates AdamW's moments).
 
@@ -40,6 +40,12 @@ ABLATIONS: dict[str, dict[str, Any]] = {  # configuration -> module attributes s
     "no malloc settings": {"verigym.train._malloc._DONE": [False]},
 }
 ABLATIONS["none"] = {k: v for off in ABLATIONS.values() for k, v in off.items()}
+ABLATIONS.update({  # the malloc settings' other candidates, everything else on
+    "malloc: mmap threshold 1 MiB": {"verigym.train._malloc.MMAP_THRESHOLD": 1 << 20},
+    "malloc: mmap threshold 4 MiB": {"verigym.train._malloc.MMAP_THRESHOLD": 4 << 20},
+    "malloc: glibc's thresholds, malloc_trim only": {"verigym.train._malloc.MMAP_THRESHOLD": None,
+                                                     "verigym.train._malloc.TRIM_THRESHOLD": None},
+})  # fmt: skip
 
 
 def _status_mb(key: str) -> float:
