@@ -133,7 +133,7 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("41.494", "17 + 10\\sqrt{6}", True),  # a truncation of 41.4949
     ("41.494", "17 + 10\\sqrt{2}", False),
     ("\\pi", "3.1416", True),
-    ("\\pi", "3.14", None),  # 3 digits: enough only if sympy held a rational there
+    ("\\pi", "3.14", False),  # 3 digits: too few for pi, which sympy never holds as a rational
     ("\\pi", "3.1415", False),  # neither rounded nor a reference truncation
     ("(3.1416, 1)", "(\\pi, 1)", True),
     ("18.8^{\\circ}", "18.8", True),
