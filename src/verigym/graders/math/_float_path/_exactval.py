@@ -61,14 +61,18 @@ class Gauss:
 
     def __mul__(self, o: Any) -> Gauss:
         o = _g(o)
+        if self.im == 0 and o.im == 0:  # rationals: one product (huge factorials make each costly)
+            return Gauss(self.re * o.re)._size()
         return Gauss(self.re * o.re - self.im * o.im, self.re * o.im + self.im * o.re)._size()
 
     __rmul__ = __mul__
 
     def _inverse(self) -> Gauss:
+        if self.im == 0:
+            if self.re == 0:
+                raise Unsure  # sympy: zoo, and the full parser's other reading
+            return Gauss(1 / self.re)
         n = self.re * self.re + self.im * self.im
-        if n == 0:
-            raise Unsure  # sympy: zoo, and the full parser's other reading
         return Gauss(self.re / n, -self.im / n)._size()
 
     def __truediv__(self, o: Any) -> Gauss:
