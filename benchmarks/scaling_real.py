@@ -13,20 +13,22 @@ AdamW as ``make_optimizer`` builds it) and ``max_tokens``/``groups_per_step`` se
 The weights are restored before every point (untimed), so every point samples from the same model.
 One untimed warm-up point, then ``--rounds`` rounds over the points (the order reversed every other
 round); each point's median over rounds. Per point: seconds, ms per generated token (sampling), ms per
-trained token (the completion tokens the loss covers) and per forwarded token (prompt + completion).
+trained token (the completion tokens the loss covers), per forwarded token (every row's prompt +
+completion) and per laid-down token (what the packed forward computes: a group's shared prompt once per
+micro-batch, ``laid_tokens``).
 
 **Serve** (subprocess, ``--serve-threads`` threads): ``verigym serve`` in float32, greedy chats of
-``--tokens`` tokens (``serve_vs_llamacpp``'s questions and client) at concurrency 1 … 128, max(8, 2 × N)
-requests a level from N closed-loop workers; one fresh server a round (warmed up), levels ascending, then
-descending the next round (warm-up: 1, then the top level at once, 8 tokens each). Per level: completion tokens/s, p50/p95 latency, the gain over the level
-before.
+``--tokens`` tokens (``serve_vs_llamacpp``'s questions and client) at concurrency 1 … 128, max(8, waves × N)
+requests a level from N closed-loop workers; one fresh server a round, warmed up (1 request, then the
+top level at once, 8 tokens each), levels ascending, then descending the next round. Per level:
+completion tokens/s, p50/p95 latency, the gain over the level before.
 
 For each axis: a least-squares line through the points (intercept, slope, R²), the time per unit of
 work at the largest point ÷ at the smallest, and the marginal cost of each interval, so it says whether
 the cost grows linearly and where it bends.
 
     python benchmarks/scaling_real.py [--rounds 2] [--groups 4,8,16] [--lengths 16,64,256]
-        [--serve-rounds 2] [--concurrency 1,2,4,8,16,32,64,128] [--only rl|serve] [--json FILE]
+        [--serve-rounds 2] [--waves 2] [--concurrency 1,2,4,8,16,32,64,128] [--only rl|serve] [--json FILE]
 """
 
 from __future__ import annotations
@@ -127,8 +129,32 @@ class RLBench:
         generated = sum(r.model_tokens for r in rows)
         return {"groups": groups, "tokens": tokens, "rows": len(rows), "generated": generated,
                 "forwarded": sum(len(r.ids) for r in rows), "prompt": len(rows[0].ids) - tokens,
+                "laid": laid_tokens(rows, rl),
                 "sample_s": sample_s, "update_s": update_s, "passes": self.policy.passes - passes,
                 "loss": float(metrics["loss"])}  # fmt: skip
+
+
+def laid_tokens(rows: list[Any], rl: Any) -> int:
+    """Tokens the update's forward lays down: its packed micro-batches (``plan_micro_batches``), a group's
+    shared prompt once per micro-batch it appears in, plus every row's completion."""
+    from verigym.train import packing
+
+    starts = packing.row_starts(rows)
+    if not rl.packing:
+        return sum(len(r.ids) for r in rows)
+    micros = packing.plan_micro_batches(
+        rows, starts, share_prefix=rl.share_prefix, budget=rl.pack_tokens, at_least=rl.grad_accum
+    )
+    total = 0
+    for micro in micros:
+        seen: set[tuple[int, ...]] = set()
+        for i in micro:
+            prefix = tuple(rows[i].ids[: starts[i]])
+            if prefix not in seen or not rl.share_prefix:
+                total += len(prefix)
+                seen.add(prefix)
+            total += len(rows[i].ids) - starts[i]
+    return total
 
 
 def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
@@ -176,14 +202,15 @@ def run_rl(args: argparse.Namespace) -> dict[str, Any]:
         med[p]["sample_range"] = [min(x["sample_s"] for x in rs), max(x["sample_s"] for x in rs)]
         med[p]["update_range"] = [min(x["update_s"] for x in rs), max(x["update_s"] for x in rs)]
     print("\n| groups × 8 | tokens | rows | generated = trained tokens | forwarded tokens | sampling s (range) "
-          "| ms / generated token | update s (range) | ms / trained token | ms / forwarded token | step s |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ms / generated token | update s (range) | ms / trained token | ms / forwarded token | laid-down tokens | ms / laid-down token | step s |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (g, n), m in med.items():
         print(f"| {g} | {n} | {m['rows']} | {m['generated']} | {m['forwarded']} "
               f"| {m['sample_s']:.2f} ({m['sample_range'][0]:.2f}–{m['sample_range'][1]:.2f}) "
               f"| {m['sample_s'] / m['generated'] * 1e3:.2f} "
               f"| {m['update_s']:.2f} ({m['update_range'][0]:.2f}–{m['update_range'][1]:.2f}) "
               f"| {m['update_s'] / m['generated'] * 1e3:.2f} | {m['update_s'] / m['forwarded'] * 1e3:.2f} "
+              f"| {m['laid']} | {m['update_s'] / m['laid'] * 1e3:.2f} "
               f"| {m['sample_s'] + m['update_s']:.2f} |")  # fmt: skip
     fits: dict[str, Any] = {}
     for axis, pts in (("groups", [(g, RECIPE_TOKENS) for g in args.groups]),
@@ -193,10 +220,12 @@ def run_rl(args: argparse.Namespace) -> dict[str, Any]:
         print(f"\nalong {axis} ({', '.join(f'{g}×8 at {n}' for g, n in pts)}):")
         gen = [float(med[p]["generated"]) for p in pts]
         fwd = [float(med[p]["forwarded"]) for p in pts]
+        laid = [float(med[p]["laid"]) for p in pts]
         fits[axis] = {
             "sampling_per_generated": growth("sampling", "generated token", gen, [med[p]["sample_s"] for p in pts]),
             "update_per_trained": growth("update", "trained token", gen, [med[p]["update_s"] for p in pts]),
             "update_per_forwarded": growth("update", "forwarded token", fwd, [med[p]["update_s"] for p in pts]),
+            "update_per_laid": growth("update", "laid-down token", laid, [med[p]["update_s"] for p in pts]),
         }  # fmt: skip
     del bench
     return {"points": {f"{g}x{n}": m for (g, n), m in med.items()}, "fits": fits}
@@ -219,7 +248,7 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
                 asyncio.run(run_level(server.url, server.model_id, prompts, 1, 1, 8, {}))  # warm-up
                 asyncio.run(run_level(server.url, server.model_id, prompts, top, top, 8, {}))
                 for c in args.concurrency if r % 2 == 0 else args.concurrency[::-1]:
-                    n = max(8, 2 * c)
+                    n = max(8, args.waves * c)
                     wall, replies = asyncio.run(
                         run_level(server.url, server.model_id, prompts, c, n, args.tokens, {})
                     )
@@ -243,7 +272,7 @@ def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         out[str(c)] = {"tokens_per_s": rate, "round_tokens_per_s": rates, "p50_s": percentile(lat, 50),
                        "p95_s": percentile(lat, 95), "gain": gain,
                        "mean_completion_tokens": statistics.fmean(x.completion_tokens for x in replies)}  # fmt: skip
-        print(f"| {c} | {max(8, 2 * c)} | {rate:.1f} ({min(rates):.1f}–{max(rates):.1f}) "
+        print(f"| {c} | {max(8, args.waves * c)} | {rate:.1f} ({min(rates):.1f}–{max(rates):.1f}) "
               f"| {'–' if prev is None else f'{gain:.2f}×'} | {out[str(c)]['p50_s']:.2f} | {out[str(c)]['p95_s']:.2f} "
               f"| {out[str(c)]['mean_completion_tokens']:.1f} |")  # fmt: skip
         prev = rate
@@ -264,6 +293,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=ints, default=[1, 2, 4, 8, 16, 32, 64, 128])
     ap.add_argument("--tokens", type=int, default=64, help="max_tokens of a serve reply")
     ap.add_argument("--serve-threads", type=int, default=2)
+    ap.add_argument(
+        "--waves", type=int, default=2, help="serve requests a level: max(8, waves × concurrency)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", choices=("rl", "serve"))
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
