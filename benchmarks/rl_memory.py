@@ -15,6 +15,7 @@ forward/backward/optimizer step). After loading, the peak RSS (``VmHWM``) is res
 loading, the peak during the steps, and each step's generation and update seconds.
 
     python benchmarks/rl_memory.py [--model smollm2-135m-instruct] [--steps 2] [--modes full,lora]
+    python benchmarks/rl_memory.py --modes full+packing --drop-decode-copies   # a diagnostic
     python benchmarks/rl_memory.py --ablate [--only all,none]
 """
 
@@ -81,6 +82,10 @@ def _child(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         batch = asyncio.run(trainer.producer.produce(step))
         t1 = time.perf_counter()
+        if args.drop_decode_copies:  # diagnostic: what the local decode path's weight copies cost
+            from verigym.policies.local import _fast_llama
+
+            _fast_llama._CACHE.clear()
         trainer.consume(batch)
         steps.append({"gen_s": t1 - t0, "update_s": time.perf_counter() - t1, "peak_mb": _status_mb("VmHWM")})
     print(json.dumps({"mode": args.child, "trainable": trainable, "loaded_mb": loaded, "steps": steps}))
@@ -154,6 +159,8 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--drop-decode-copies", action="store_true",
+                    help="diagnostic: drop the local decode path's weight copies before each update")  # fmt: skip
     ap.add_argument("--ablate", action="store_true", help="the update alone, each memory change off in turn")
     ap.add_argument("--only", default="", help=f"with --ablate: comma-separated, of {', '.join(ABLATIONS)}")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
@@ -175,6 +182,7 @@ def main() -> None:
           f"{args.steps} RL steps per mode, LoRA rank {args.lora_rank}")  # fmt: skip
     for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, "--child", mode, "--model", args.model, "--steps", str(args.steps),
+               *(["--drop-decode-copies"] if args.drop_decode_copies else []),
                "--lora-rank", str(args.lora_rank), "--seed", str(args.seed), "--threads", str(args.threads)]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         res = json.loads(done.stdout.strip().splitlines()[-1])
