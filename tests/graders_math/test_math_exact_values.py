@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import pytest
 
+from verigym.graders.math import _equivalence as E
 from verigym.graders.math import check_equivalent, clear_caches
 from verigym.graders.math._exact_path._text import text_decide
 from verigym.graders.math._float_path._exactval import Gauss, differ_clearly, gaussian, real_exact
@@ -300,3 +301,35 @@ def test_times_of_day_are_text_in_process(gold: str, pred: str) -> None:
 @pytest.mark.parametrize(("gold", "pred"), [("12:00", "The time is 12:00"), ("12:00", "12")])
 def test_lone_numbers_in_text_still_go_to_the_full_check(gold: str, pred: str) -> None:
     assert text_check(gold, pred) is None
+
+
+def test_exact_decimal_mode_against_irrational_references_agrees_with_the_full_check() -> None:
+    """``exact_decimal:N`` with ``\\pi``, ``\\sqrt{2}``, ``e`` as the reference: the answer's
+    places, then the reference rounded half up at N places (``_float_path._decimal``)."""
+    rng = random.Random(700)
+    consts = [
+        ("\\pi", math.pi),
+        ("\\sqrt{2}", 2**0.5),
+        ("e", math.e),
+        ("\\frac{\\pi}{7}", math.pi / 7),
+        ("-\\sqrt{3}", -(3**0.5)),
+    ]
+    decided = 0
+    for _ in range(150):
+        text, value = rng.choice(consts)
+        places = rng.randint(0, 5)
+        written = rng.randint(0, 6)
+        pred = rng.choice(
+            [
+                f"{value + rng.choice([0, 0, 1, -1]) * 10.0**-written:.{written}f}",
+                text,
+                "\\frac{22}{7}",
+                "3,14",
+            ]
+        )
+        mode = f"exact_decimal:{places}"
+        fast = E._fast((text, pred, mode, None))
+        full = check(text, pred, mode)
+        assert fast is None or tuple(fast) == tuple(full), (text, pred, mode, fast, full)
+        decided += fast is not None
+    assert decided >= 120

@@ -50,6 +50,7 @@ from verigym.graders.math._demanded._rounding import fast_round
 from verigym.graders.math._exact_path._exactnum import exact_decimal_decide
 from verigym.graders.math._exact_path._rational import clear_fast_caches, fast_decide
 from verigym.graders.math._exact_path._text import text_decide
+from verigym.graders.math._float_path._decimal import float_exact_decimal
 from verigym.graders.math._float_path._sampled import clear_sampled_caches, sampled_decide
 from verigym.graders.math._shared._extract import extract, strip_math_delims
 from verigym.graders.math._shared._mode import parse_mode
@@ -147,7 +148,8 @@ def _fast(args: tuple[str, str, str, str | None]) -> tuple[bool, str, str | None
         if not isinstance(ans, Answers):
             return ans
         if kind == "exact_decimal" and places is not None:  # no demanded forms: the mode decides
-            return exact_decimal_decide(ans, places)
+            hit = exact_decimal_decide(ans, places)
+            return hit if hit is not None else float_exact_decimal(ans, places)
         decide = _with_units if kind == "with_units" else _in_process
         return decide_in_form(ans, mode, question, decide, rounder=fast_round, strict=True)
     except Exception:  # the full check decides (and reports) anything the fast path trips on
