@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import statistics
 import sys
 import tempfile
@@ -128,9 +129,11 @@ def prompt_order(seed: int) -> list[str]:
     return order
 
 
-def llama_server(binary: Path, gguf: Path, threads: int, slots: int, ctx: int, log: Path) -> Server:
+def llama_server(
+    binary: Path, gguf: Path, threads: int, slots: int, ctx: int, log: Path, extra: list[str]
+) -> Server:
     argv = [str(binary), "-m", str(gguf), "-np", str(slots), "-c", str(slots * ctx), "-t", str(threads)]
-    argv += ["-tb", str(threads), "--jinja", "--host", "127.0.0.1", "--no-webui"]
+    argv += ["-tb", str(threads), "--jinja", "--host", "127.0.0.1", "--no-webui", *extra]
     return Server(LLAMA, argv, dict(os.environ), log)
 
 
@@ -275,6 +278,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="threads of each server")
     ap.add_argument("--ctx", type=int, default=256, help="llama-server context per slot (prompt + reply)")
     ap.add_argument("--seed", type=int, default=0, help="the questions' order")
+    ap.add_argument("--llama-args", default="", help="more llama-server flags, e.g. '--poll 0'")
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args()
@@ -301,7 +305,7 @@ def main() -> None:
                 for side in order:
                     log = Path(tmp) / f"{side}-{r}-{c}.log"
                     server = (verigym_server(model_dir, args.threads, log) if side == VERIGYM
-                              else llama_server(args.llama_server, args.gguf, args.threads, c, args.ctx, log))  # fmt: skip
+                              else llama_server(args.llama_server, args.gguf, args.threads, c, args.ctx, log, shlex.split(args.llama_args)))  # fmt: skip
                     try:
                         wall, replies, steal = measure(server, prompts, c, requests, args)
                     except (ServerFailed, openai.APIError) as exc:
