@@ -60,7 +60,7 @@ CASES = [  # (gold, pred, verdict or None: deferred to the full check)
     ("(p,q)=(3,2)", "(a, b) = (3, 2)", True),  # tuple names match by their shape there
     ("(p,q)=(3,2)", "(a, b, c) = (3, 2)", False),
     ("x = \\frac{\\pi}{6} + \\pi k", "\\frac{\\pi}{6}", False),  # putting the answer in for k leaves x
-    ("y = 2x", "\\frac{y}{2}", True),  # the answer holds y: substituting it for x satisfies y = 2x (_equations)
+    ("y = 2x", "\\frac{y}{2}", True),  # substituting the answer for x satisfies y = 2x (_equations)
     ("1, 3", "1 \\text{ and } 3", True),  # a list written with words, as the full parser splits it
     ("5, 15", "5 \\text{ and } 14", False),
     ("\\sqrt{2}", "1.41421356", True),  # a decimal rounding an irrational, far from the rule's bounds
