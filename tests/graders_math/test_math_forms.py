@@ -16,7 +16,7 @@ from verigym.graders.math import check_equivalent, math_grader
 from verigym.graders.math._demanded._forms import demanded
 from verigym.graders.math._equivalence import _fast
 from verigym.graders.math._sympy_path._check import check
-from verigym.types import Message, Task, Trajectory, Turn
+from verigym.types import Grade, Message, Task, Trajectory, Turn
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "math_forms.jsonl"
 LINES = [json.loads(raw) for raw in SUITE.read_text().splitlines() if raw.strip()]
@@ -203,6 +203,7 @@ def test_the_grader_detail_names_the_rule() -> None:
     grader = math_grader()
     bad = grader.fn(task, traj(r"\boxed{0.375}"))
     good = grader.fn(task, traj(r"\boxed{\frac{3}{8}}"))
+    assert isinstance(bad, Grade) and isinstance(good, Grade)  # math_grader returns a Grade
     assert bad.score == 0.0 and "common fraction" in bad.detail and "0.375 is a decimal" in bad.detail
     assert good.score == 1.0
 
