@@ -35,8 +35,12 @@ and FN must not exceed math-verify's).
 ``--busy N`` starts N CPU-bound processes (a bare Python loop each) beside the run and stops
 them at the end: the "with another CPU-bound process beside it" figure of issue 43 item 5.
 
+Each suite's block also gives the CPU seconds of each side (verigym's worker process apart, with
+the time it waited for a CPU), and ``--dump FILE`` writes verigym's verdict, reason and extracted
+answer for every line (nothing timed), so two code versions can be compared line by line.
+
     PYTHONPATH=src .bench/venv/bin/python benchmarks/math_verifier.py [--suite FILE ...]
-        [--policy cold|warm|both] [--chunk 20] [--busy 0] [--json]
+        [--policy cold|warm|both] [--chunk 20] [--busy 0] [--json] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class Side:
         self.name, self.check, self.clear = name, check, clear
         self.verdicts: list[bool] = []
         self.wall = 0.0
+        self.cpu = 0.0  # this thread's CPU seconds in the timed checks (verigym's worker: _worker_cpu)
 
     def run(self, lines: list[dict[str, Any]], cold: bool) -> float:
         """Check ``lines``; returns the seconds spent checking (cache clearing not counted)."""
@@ -81,12 +86,13 @@ class Side:
         for line in lines:
             if cold:
                 self.clear()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             try:
                 ok = bool(self.check(line))
             except Exception:  # an error never counts in the grader's favour
                 ok = False
             spent += time.perf_counter() - start
+            self.cpu += time.thread_time() - cpu
             self.verdicts.append(ok)
         self.wall += spent
         return spent
@@ -160,7 +166,23 @@ def _rates(side: Side, labels: list[bool]) -> dict[str, Any]:
         "fn_rate": fn / pos if pos else 0.0,
         "accuracy": 1 - (fp + fn) / len(labels),
         "checks_per_s": len(labels) / side.wall if side.wall > 0 else 0.0,
+        "cpu_s": side.cpu,
     }
+
+
+def _worker_cpu() -> tuple[float, float]:
+    """verigym's worker processes: (seconds on a CPU, seconds runnable but waiting for one), from
+    Linux's /proc/PID/schedstat; (0, 0) elsewhere."""
+    from verigym.graders.math._sympy_path._worker import default_pool
+
+    on = wait = 0.0
+    for w in list(default_pool()._idle):
+        try:
+            fields = Path(f"/proc/{w.proc.pid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        on, wait = on + int(fields[0]) / 1e9, wait + int(fields[1]) / 1e9
+    return on, wait
 
 
 def bench_suite(path: Path, policy: str, chunk: int) -> dict[str, Any]:
@@ -172,6 +194,7 @@ def bench_suite(path: Path, policy: str, chunk: int) -> dict[str, Any]:
     for side in sides:
         side.clear()  # every run starts from empty caches on every side
     ratios: dict[str, list[float]] = {s.name: [] for s in sides[1:]}
+    worker0 = _worker_cpu()
     for r, start in enumerate(range(0, len(lines), chunk)):
         part = lines[start : start + chunk]
         k = r % len(sides)
@@ -179,7 +202,9 @@ def bench_suite(path: Path, policy: str, chunk: int) -> dict[str, Any]:
         ours = spent["verigym"]
         for peer in ratios:
             ratios[peer].append(spent[peer] / ours if ours > 0 else float("inf"))
+    worker1 = _worker_cpu()
     rows = [_rates(s, labels) for s in sides]
+    rows[0]["worker_cpu_s"], rows[0]["worker_wait_s"] = (b - a for a, b in zip(worker0, worker1, strict=True))
     peers = []
     for row in rows[1:]:
         rs = ratios[row["grader"]]
@@ -232,6 +257,12 @@ def _print(res: dict[str, Any]) -> None:
             f"rounds {p['median_ratio']:.2f}x, min {p['min_ratio']:.2f}x, max {p['max_ratio']:.2f}x); "
             f"FP not higher: {p['fp_not_higher']}, FN not higher: {p['fn_not_higher']}"
         )
+    ours, given, boxed = res["rows"]
+    print(
+        f"CPU seconds: verigym {ours['cpu_s']:.3f} (its worker {ours['worker_cpu_s']:.3f} on a CPU, "
+        f"{ours['worker_wait_s']:.3f} waiting for one; cold: with its cache clearing), math-verify "
+        f"{given['cpu_s']:.3f} (pred as given) / {boxed['cpu_s']:.3f} (bare pred boxed)"
+    )
     verdict = "MET" if res["speed_goal_met"] else "NOT MET"
     print(f"goal: whole-suite ratio >= {GOAL:g}x against every math-verify configuration: {verdict}")
 
@@ -267,6 +298,12 @@ def main() -> None:
         "--busy", type=int, default=0, help="CPU-bound processes to run beside the benchmark (default 0)"
     )
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument(
+        "--dump",
+        type=Path,
+        help="write verigym's verdict, reason and extracted answer for every suite line to this JSONL "
+        "file (caches cleared before each line; to compare code versions) and time nothing",
+    )
     args = ap.parse_args()
     suites = args.suite or DEFAULT_SUITES
     missing = [str(s) for s in suites if not s.exists()]
@@ -276,6 +313,9 @@ def main() -> None:
         sys.exit("error: --chunk must be at least 1")
     if args.busy < 0:
         sys.exit("error: --busy must be 0 or more")
+    if args.dump is not None:
+        _dump(suites, args.dump)
+        return
     spinners = _spinners(args.busy)
     try:
         _run(suites, args.policy, args.chunk, args.busy, args.json)
@@ -283,6 +323,30 @@ def main() -> None:
         for proc in spinners:
             proc.kill()
             proc.wait()
+
+
+def _dump(suites: list[Path], out: Path) -> None:
+    """One JSON line per suite line: verigym's whole verdict, for before/after comparisons."""
+    from verigym.graders.math import check_equivalent, clear_caches
+
+    rows = []
+    for path in suites:
+        for i, raw in enumerate(path.read_text().splitlines()):
+            if raw.strip():
+                line = json.loads(raw)
+                clear_caches()
+                v = check_equivalent(
+                    str(line["gold"]),
+                    str(line["pred"]),
+                    mode=str(line.get("mode") or "equivalent"),
+                    question=line.get("question"),
+                )
+                rows.append({"suite": path.name, "line": i, **{k: getattr(v, k) for k in _VERDICT}})
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{len(rows)} lines written to {out}")
+
+
+_VERDICT = ("accepted", "reason", "extracted", "error")
 
 
 def _run(suites: list[Path], policy: str, chunk: int, busy: int, as_json: bool) -> None:
