@@ -245,7 +245,15 @@ def test_a_packed_update_with_the_lean_layers_equals_one_without(monkeypatch: py
         assert torch.allclose(a, b, atol=1e-6)
 
 
-def test_tiny_models_keep_every_module_forward() -> None:
+def test_tiny_models_keep_every_module_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def tune() -> bool:
+        calls.append("tune")
+        return True
+
+    monkeypatch.setattr(_malloc, "tune_for_training", tune)
+    monkeypatch.setattr(_malloc, "release", lambda at_exit=False: calls.append("release"))
     model = _tiny()
     assert CL._swaps(model, K.MIN_WEIGHT) == []  # 64-wide: below MIN_WEIGHT and MIN_HIDDEN
     ids = torch.tensor([[5, 17, 11, 82, 90, 2, 6]])
@@ -253,6 +261,10 @@ def test_tiny_models_keep_every_module_forward() -> None:
     with K.training_kernels(model=model):
         routed = model(input_ids=ids).logits
     assert torch.equal(plain, routed)
+    assert calls == []  # malloc left alone for the tiny models
+    with K.training_kernels(model=torch.nn.Linear(576, 1536)):  # a real model's weight size
+        pass
+    assert calls == ["tune", "release", "release"]
 
 
 def test_malloc_settings_are_glibc_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,7 +401,7 @@ def test_blocked_attention_equals_sdpa_block_by_block_bit_for_bit(kv_heads: int)
     assert type(out.grad_fn).__name__ == "BlockedAttentionBackward"
     assert out.transpose(1, 2).is_contiguous()  # the output product reads it without a copy
     assert torch.equal(out, per)
-    for a, b in zip(
+    for got, want in zip(
         torch.autograd.grad(out, (q, k, v), up), torch.autograd.grad(per, (q, k, v), up), strict=True
     ):
-        assert torch.equal(a, b)
+        assert torch.equal(got, want)

@@ -299,7 +299,8 @@ def training_kernels(enabled: bool = True, model: Any = None) -> Iterator[None]:
     """Inside, large float32 CPU ``F.linear`` calls run as ``OneDnnLinear`` and SDPA over a packed
     sequence runs by block (see the module doc); ``enabled=False``: nothing changes. ``model``: its
     large Llama-family norms, MLPs and attentions also save less for backward (``train._cpu_layers``),
-    and glibc's malloc is set to hand large freed blocks back (``train._malloc``)."""
+    and, for a model with weights of at least ``MIN_WEIGHT`` entries, glibc's malloc is set to hand
+    large freed blocks back (``train._malloc``)."""
     if not enabled:
         yield
         return
@@ -310,13 +311,24 @@ def training_kernels(enabled: bool = True, model: Any = None) -> Iterator[None]:
     from verigym.train import _malloc
     from verigym.train._cpu_layers import lean_layers
 
-    _malloc.tune_for_training()
-    _malloc.release()  # what the last backward and optimizer step freed
+    large = _large(model)  # the tiny models' training leaves malloc alone
+    if large:
+        _malloc.tune_for_training()
+        _malloc.release()  # what the last backward and optimizer step freed
     try:
         with _Mode(), lean_layers(model, MIN_WEIGHT):
             yield
     finally:
-        _malloc.release(at_exit=True)  # the forward's temporaries, before the backward's peak
+        if large:
+            _malloc.release(at_exit=True)  # the forward's temporaries, before the backward's peak
+
+
+def _large(model: Any) -> bool:
+    """Whether ``model`` has a float32 CPU weight of at least ``MIN_WEIGHT`` entries (a real model)."""
+    return any(
+        p.numel() >= MIN_WEIGHT and p.dtype == torch.float32 and p.device.type == "cpu"
+        for p in model.parameters()
+    )
 
 
 @contextlib.contextmanager
