@@ -176,11 +176,19 @@ def _exact_sqrt(v: Fraction) -> Fraction:
     return Fraction(a, b)
 
 
+_TIME = re.compile(r"\d{1,2}:\d{2}")
+_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_LETTER = re.compile(r"[a-zA-Z]")
+_NUM_COMMAND = re.compile(r"\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])")
+_INFTY = re.compile(r"([+-]?)\s*\\infty")
+_DECIMAL_POINT = re.compile(r"\d\.|\.\d")
+
+
 def _number(core: str, percent: bool) -> Num:
     if NUM_RE.match(core):
         return literal(core, percent)
     stripped = core.strip()
-    m = re.fullmatch(r"([+-]?)\s*\\infty", stripped)
+    m = _INFTY.fullmatch(stripped)
     if m:
         return Num(None, percent=percent, inf=-1 if m[1] == "-" else 1)
     m = _MIXED.fullmatch(stripped)  # "2\\frac{1}{2}", "2 1/2": mixed numbers, as the reader reads them
@@ -190,7 +198,7 @@ def _number(core: str, percent: bool) -> Num:
     if m and m[6] and int(m[7]) < int(m[8]):
         whole = int(m[6]) + Fraction(int(m[7]), int(m[8]))
         return Num(-whole if m[5] == "-" else whole, percent=percent)
-    if re.search(r"\d\.|\.\d", core):
+    if _DECIMAL_POINT.search(core):
         raise _Defer
     reader = _Reader(core)
     if not reader.toks:
@@ -212,9 +220,9 @@ def exact_number(core: str) -> Fraction | None:
 
 def _item(s: str) -> Val:
     s = s.strip()
-    if re.fullmatch(r"\d{1,2}:\d{2}", s):
+    if _TIME.fullmatch(s):
         raise _Defer  # a time of day: text in the full path
-    if _VAR.search(re.sub(r"\\[a-zA-Z]+", "", s)) and ("=" in s or _REL.search(s)):
+    if _VAR.search(_COMMAND.sub("", s)) and ("=" in s or _REL.search(s)):
         return _equation(s) if "=" in s else _relation(s)
     if "=" in s or _REL.search(s):
         raise _Defer
@@ -230,7 +238,7 @@ def _item(s: str) -> Val:
     if decor.degree:
         raise _Defer
     core = core.strip()
-    if re.search(r"[a-zA-Z]", re.sub(r"\\(?:frac|sqrt|cdot|times|div|infty)(?![a-zA-Z])", "", core)):
+    if _LETTER.search(_NUM_COMMAND.sub("", core)):
         raise _Defer
     return _number(core, decor.percent)
 

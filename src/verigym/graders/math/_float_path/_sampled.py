@@ -79,6 +79,8 @@ _DEFER = re.compile(
     r"[;<>|]|^\d{1,2}:\d{2}$|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
     r"(?![a-zA-Z])|\b(?:and|or)\b"
 )
+_TEXT_JOIN = re.compile(r"\\text\{\s*(and|or|,)\s*\}")
+_LEAD_JOIN = re.compile(r"^(?:and|or)\s+")
 
 
 def _parse(s: str) -> tuple[tuple[str, ...], Val]:
@@ -88,8 +90,8 @@ def _parse(s: str) -> tuple[tuple[str, ...], Val]:
     literals, only = readings_prefix(s)
     if not s or ";" in s or only:
         raise Unsure
-    s = re.sub(r"\\text\{\s*(and|or|,)\s*\}", r" \1 ", s)  # _parse._parse_list: "1 \text{ and } 3"
-    parts = [re.sub(r"^(?:and|or)\s+", "", p) for p in split_top(s, (",", " and ", " or ")) if p]
+    s = _TEXT_JOIN.sub(r" \1 ", s)  # _parse._parse_list: "1 \text{ and } 3"
+    parts = [_LEAD_JOIN.sub("", p) for p in split_top(s, (",", " and ", " or ")) if p]
     return tuple(literals), (_item(parts[0]) if len(parts) == 1 else Group(_splice(parts)))
 
 

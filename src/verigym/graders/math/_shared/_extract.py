@@ -102,10 +102,13 @@ def boxed_contents(text: str) -> list[str]:
     return [b[2] for b in _boxes(text)]
 
 
+_DISPLAY_DELIMS = re.compile(r"\\\[|\\\]|\\\(|\\\)")
+
+
 def strip_math_delims(s: str) -> str:
     """Remove ``$``, ``\\(\\)`` and ``\\[\\]`` delimiters around or inside a short answer."""
     s = s.strip()
-    s = re.sub(r"\\\[|\\\]|\\\(|\\\)", " ", s)
+    s = _DISPLAY_DELIMS.sub(" ", s)
     s = s.replace("$$", " ").replace("\\$", "\u0000").replace("$", " ").replace("\u0000", "\\$")
     return s.strip()
 

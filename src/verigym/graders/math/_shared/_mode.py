@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["MODES", "parse_mode"]
 
 MODES = ("equivalent", "simplest_form", "exact_decimal", "with_units")
 
+_MODE = re.compile(r"\s*([a-z_]+)\s*(?:[:(]\s*(\d+)\s*\)?)?\s*")
 
+
+@functools.lru_cache(maxsize=256)  # a few mode strings, checked on every call
 def parse_mode(mode: str) -> tuple[str, int | None]:
     """``"exact_decimal:2"`` / ``"exact_decimal(2)"`` -> ("exact_decimal", 2); validates the name."""
-    m = re.fullmatch(r"\s*([a-z_]+)\s*(?:[:(]\s*(\d+)\s*\)?)?\s*", mode or "equivalent")
+    m = _MODE.fullmatch(mode or "equivalent")
     if not m or m.group(1) not in MODES:
         raise ValueError(f"unknown math mode {mode!r}; expected one of {', '.join(MODES)} (exact_decimal:N)")
     places = int(m.group(2)) if m.group(2) else None

@@ -63,6 +63,14 @@ _RENAME = (
 
 _ANY_RENAME = re.compile("|".join(f"(?:{pat.pattern})" for pat, _ in _RENAME))
 
+_THOUSANDS_BANG = re.compile(r",\s*\\!\s*")
+_THOUSANDS_BRACE = re.compile(r"\{\s*,\s*\}")
+_EMPTY_TEXT = re.compile(r"\\text\{\s*\}")
+_SPACES = re.compile(r"\s+")
+_ENDS = re.compile(r"^(?:\\text\{\s*\}|[:,;\s]|\.(?!\d))+|(?:[.,;\s]|\\text\{\s*\})+$")
+_LOST_SUP = re.compile(r"(?<=[\w}])\s*\^$")
+_DOLLAR_TAIL = re.compile(r"\d\s*\}?\s*\\\$$")
+
 
 def repair(s: str, *, escapes: bool) -> str:
     """Undo escaping damage: control characters for backslash commands; with ``escapes``
@@ -73,11 +81,15 @@ def repair(s: str, *, escapes: bool) -> str:
     return s
 
 
+_TOK = r"(\d|[a-zA-Z]|\\[a-zA-Z]+|\{[^{}]*\})"  # one braceless argument
+_FRAC_BARE = re.compile(r"\\frac\s*" + _TOK + r"\s*" + _TOK)
+_SQRT_BARE = re.compile(r"\\sqrt\s*(?![\[{])" + _TOK)
+
+
 def _fix_braceless(s: str) -> str:
     """``\\frac12`` -> ``\\frac{1}{2}``, ``\\sqrt3`` -> ``\\sqrt{3}``, ``\\sqrt n`` -> ``\\sqrt{n}``."""
-    tok = r"(\d|[a-zA-Z]|\\[a-zA-Z]+|\{[^{}]*\})"
-    s = re.sub(r"\\frac\s*" + tok + r"\s*" + tok, lambda m: f"\\frac{{{_unb(m[1])}}}{{{_unb(m[2])}}}", s)
-    s = re.sub(r"\\sqrt\s*(?![\[{])" + tok, lambda m: f"\\sqrt{{{_unb(m[1])}}}", s)
+    s = _FRAC_BARE.sub(lambda m: f"\\frac{{{_unb(m[1])}}}{{{_unb(m[2])}}}", s)
+    s = _SQRT_BARE.sub(lambda m: f"\\sqrt{{{_unb(m[1])}}}", s)
     return s
 
 
@@ -87,20 +99,21 @@ def _unb(tok: str) -> str:
 
 def clean(s: str) -> str:
     """Canonical LaTeX spelling of an answer string (no $ delimiters expected)."""
-    for k, v in _UNICODE.items():
-        if k in s:
-            s = s.replace(k, v)
-    s = re.sub(r",\s*\\!\s*", ",", s)  # "11,\\! 111" is a thousands separator
-    s = re.sub(r"\{\s*,\s*\}", ",", s)  # "14{,}916": a thousands separator in braces
-    s = re.sub(r"\\text\{\s*\}", " ", s)
+    if not s.isascii():  # every key of _UNICODE is outside ASCII
+        for k, v in _UNICODE.items():
+            if k in s:
+                s = s.replace(k, v)
+    s = _THOUSANDS_BANG.sub(",", s)  # "11,\\! 111" is a thousands separator
+    s = _THOUSANDS_BRACE.sub(",", s)  # "14{,}916": a thousands separator in braces
+    s = _EMPTY_TEXT.sub(" ", s)
     s = _DROP.sub(" ", s)
     if _ANY_RENAME.search(s):  # none matching: every substitution below is a no-op
         for pat, rep in _RENAME:
             s = pat.sub(rep, s)  # type: ignore[arg-type]
     s = _fix_braceless(s)
-    s = re.sub(r"\s+", " ", s).strip()
-    s = re.sub(r"^(?:\\text\{\s*\}|[:,;\s]|\.(?!\d))+|(?:[.,;\s]|\\text\{\s*\})+$", "", s)
-    return re.sub(r"(?<=[\w}])\s*\^$", "", s)  # "90^": a superscript lost in transcription
+    s = _SPACES.sub(" ", s).strip()
+    s = _ENDS.sub("", s)
+    return _LOST_SUP.sub("", s)  # "90^": a superscript lost in transcription
 
 
 @dataclass(frozen=True)
@@ -141,7 +154,7 @@ def split_decor(s: str) -> tuple[str, Decor]:
     """Strip a trailing percent sign, degree sign or unit (and a leading currency sign)."""
     percent = degree = False
     s = _CURRENCY_HEAD.sub("", s)
-    if re.search(r"\d\s*\}?\s*\\\$$", s):  # "\\frac{1}{2} \\$": a currency sign after the amount
+    if _DOLLAR_TAIL.search(s):  # "\\frac{1}{2} \\$": a currency sign after the amount
         return s[:-2].strip(), Decor(unit="$")
     m = _PERCENT.search(s)
     if m:

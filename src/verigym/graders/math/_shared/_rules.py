@@ -375,14 +375,22 @@ def expand_pm(s: str) -> list[str]:
     return out if n == 1 or "(" in s else out[:: 2**n - 1]  # independent signs only inside tuples
 
 
+_TEXT_BODY = re.compile(r"\\text\{([^{}]*)\}")
+_WORD2 = re.compile(r"[A-Za-z]{2,}")
+_DIGIT = re.compile(r"\d")
+_NON_TEXT_CMD = re.compile(r"\\(?!text)[a-zA-Z]+")
+_OPERATOR = re.compile(r"[=^+*/]")
+_WORD4 = re.compile(r"[A-Za-z]{4,}")
+
+
 def is_text(s: str) -> bool:
     """Prose rather than an expression: a ``\\text{}`` without digits, or two words and no
     operators."""
-    body = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
-    words = re.findall(r"[A-Za-z]{2,}", body)
-    if s.startswith("\\text{") and s.endswith("}") and balanced(s[6:-1]) and not re.search(r"\d", s):
+    body = _TEXT_BODY.sub(r"\1", s)
+    words = _WORD2.findall(body)
+    if s.startswith("\\text{") and s.endswith("}") and balanced(s[6:-1]) and not _DIGIT.search(s):
         return True
-    return len(words) >= 2 and not re.search(r"\\(?!text)[a-zA-Z]+", s) and not re.search(r"[=^+*/]", body)
+    return len(words) >= 2 and not _NON_TEXT_CMD.search(s) and not _OPERATOR.search(body)
 
 
 _WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", "neither", "both"}
@@ -390,7 +398,7 @@ _WORDS = {"odd", "yes", "no", "all", "any", "one", "two", "six", "ten", "none", 
 
 def is_word(s: str) -> bool:
     """One word (``circle``, ``Maximum``, ``odd``), not a product of letters (``ab``, ``xyz``)."""
-    return bool(re.fullmatch(r"[A-Za-z]{4,}", s)) or s.lower() in _WORDS
+    return bool(_WORD4.fullmatch(s)) or s.lower() in _WORDS
 
 
 def norm_text(s: str) -> str:
