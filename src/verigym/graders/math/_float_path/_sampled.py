@@ -44,7 +44,7 @@ from verigym.graders.math._float_path._sampledcmp import (
     equal,
     to_set,
 )
-from verigym.graders.math._float_path._sampledexpr import Expr, compiled
+from verigym.graders.math._float_path._sampledexpr import Expr, clear_values, compiled
 from verigym.graders.math._shared._norm import Decor, split_decor, split_top
 from verigym.graders.math._shared._reader import Reading, read
 from verigym.graders.math._shared._rules import (
@@ -311,6 +311,7 @@ def _value(s: str) -> tuple[tuple[str, ...], Val] | None:
 def clear_sampled_caches() -> None:
     _value.cache_clear()
     compiled.cache_clear()
+    clear_values()
     _read.cache_clear()
 
 

@@ -20,7 +20,7 @@ from verigym.graders.math._float_path._bounded import NAMES, Bounded, Unsure
 from verigym.graders.math._float_path._exactval import differ_clearly, gaussian, real_exact
 from verigym.graders.math._shared._reader import Reading
 
-__all__ = ["PARAMS", "Expr", "compiled", "expr_eq", "points", "scalar_eq"]
+__all__ = ["PARAMS", "Expr", "clear_values", "compiled", "expr_eq", "points", "scalar_eq"]
 
 PARAMS = {"k", "n", "m", "t", "j", "l", "c", "s", "p", "q", "r", "z"}  # renamable parameters
 _VOUCH = 1e-12  # error bounds must stay below this fraction of the values compared
@@ -120,6 +120,19 @@ class Expr:
         return Expr(Reading(code, r.letters, r.symbols, r.functions), compiled(code), self.ren, dec=dec)
 
     def at(self, pt: dict[str, float]) -> Bounded:
+        """The value at ``pt`` with its error bound; remembered per (code, names, point) until
+        ``clear_values``: lists compare their items pairwise, at the same points."""
+        r = self.reading
+        key = (r.code, tuple(r.symbols.items()), tuple(self.ren.items()), tuple(pt.items()))
+        v = _VALUES.get(key)
+        if v is None:
+            v = self._at(pt)
+            if len(_VALUES) >= _VALUES_MAX:
+                _VALUES.clear()
+            _VALUES[key] = v
+        return v
+
+    def _at(self, pt: dict[str, float]) -> Bounded:
         env: dict[str, Bounded] = {}
         for c in self.reading.letters:
             env[c] = Bounded(pt[self.ren.get(c, c)], 0.0)
@@ -134,6 +147,17 @@ class Expr:
         if not isinstance(v, Bounded):
             raise Unsure
         return v
+
+
+_VALUES: dict[tuple[Any, ...], Bounded] = {}  # Expr.at's values (Bounded is never mutated)
+_VALUES_MAX = 65_536
+_RELEVANT: dict[tuple[Any, ...], bool] = {}  # _relevant's outcome per expression
+
+
+def clear_values() -> None:
+    """Forget the remembered values (``clear_caches``: cold checks do all the work again)."""
+    _VALUES.clear()
+    _RELEVANT.clear()
 
 
 def _rename(g: set[str], p: set[str]) -> dict[str, str]:
@@ -156,7 +180,24 @@ def _pair(g: Expr, p: Expr, pt: dict[str, float]) -> tuple[complex, complex, boo
 def _relevant(e: Expr) -> None:
     """Every name of ``e`` changes its value, or ``Unsure``: sympy cancels ``n - n`` and ``n/n``
     as it builds the expression, so a name that changes nothing may be missing from its free
-    symbols, and those decide the renamed parameter and the sampling points."""
+    symbols, and those decide the renamed parameter and the sampling points. Remembered."""
+    r = e.reading
+    key = (r.code, tuple(r.symbols.items()), tuple(e.ren.items()), e.cplx)
+    ok = _RELEVANT.get(key)
+    if ok is None:
+        try:
+            _check_relevant(e)
+            ok = True
+        except Unsure:
+            ok = False
+        if len(_RELEVANT) >= _VALUES_MAX:
+            _RELEVANT.clear()
+        _RELEVANT[key] = ok
+    if not ok:
+        raise Unsure
+
+
+def _check_relevant(e: Expr) -> None:
     base = {n: 1.3 + 0.173 * k for k, n in enumerate(sorted(e.names))}  # generic, distinct
     v0 = e.at(base)
     for n in base:

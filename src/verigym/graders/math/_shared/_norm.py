@@ -62,6 +62,15 @@ _RENAME = (
 )
 
 _ANY_RENAME = re.compile("|".join(f"(?:{pat.pattern})" for pat, _ in _RENAME))
+# For each of _RENAME's patterns, texts one of which any match contains: a substitution whose
+# texts are all absent is a no-op, skipped (a substring test costs a fraction of a ``sub``).
+_NEEDLES: tuple[tuple[str, ...], ...] = (
+    ("frac",), ("binom",), ("\\le", "<=", "=<"), ("\\ge", ">=", "=>"), ("\\ne", "!="), ("cup",),
+    ("\\lt",), ("\\gt",), ("\\text", "box"), ("\\text",), ("\\math", "\\operatorname"),
+    ("degree", "textcirc"), ("\\text", "\\mathrm", "\\operatorname"), ("^",), ("e", "E"),
+    ("\\text{",), ("\\text{",), ("\\text{",), ("\\mathbb",), ("\\circ",), ("dots",), ("<sup>",), ("^",),
+)  # fmt: skip
+assert len(_NEEDLES) == len(_RENAME)
 
 _THOUSANDS_BANG = re.compile(r",\s*\\!\s*")
 _THOUSANDS_BRACE = re.compile(r"\{\s*,\s*\}")
@@ -108,8 +117,11 @@ def clean(s: str) -> str:
     s = _EMPTY_TEXT.sub(" ", s)
     s = _DROP.sub(" ", s)
     if _ANY_RENAME.search(s):  # none matching: every substitution below is a no-op
-        for pat, rep in _RENAME:
-            s = pat.sub(rep, s)  # type: ignore[arg-type]
+        for (pat, rep), needles in zip(_RENAME, _NEEDLES, strict=True):
+            for needle in needles:
+                if needle in s:
+                    s = pat.sub(rep, s)  # type: ignore[call-overload]
+                    break
     s = _fix_braceless(s)
     s = _SPACES.sub(" ", s).strip()
     s = _ENDS.sub("", s)
