@@ -155,19 +155,12 @@ def _rates(side: Side, labels: list[bool]) -> dict[str, Any]:
     neg = len(labels) - pos
     fp = sum(v and not lab for v, lab in zip(side.verdicts, labels, strict=True))
     fn = sum(lab and not v for v, lab in zip(side.verdicts, labels, strict=True))
-    return {
-        "grader": side.name,
-        "n": len(labels),
-        "fp": fp,
-        "fn": fn,
-        "negatives": neg,
-        "positives": pos,
-        "fp_rate": fp / neg if neg else 0.0,
-        "fn_rate": fn / pos if pos else 0.0,
-        "accuracy": 1 - (fp + fn) / len(labels),
-        "checks_per_s": len(labels) / side.wall if side.wall > 0 else 0.0,
-        "cpu_s": side.cpu,
-    }
+    return (
+        {"grader": side.name, "n": len(labels), "fp": fp, "fn": fn, "negatives": neg, "positives": pos}
+        | {"fp_rate": fp / neg if neg else 0.0, "fn_rate": fn / pos if pos else 0.0}
+        | {"accuracy": 1 - (fp + fn) / len(labels), "cpu_s": side.cpu}
+        | {"checks_per_s": len(labels) / side.wall if side.wall > 0 else 0.0}
+    )
 
 
 def _worker_cpu() -> tuple[float, float]:
@@ -210,16 +203,10 @@ def bench_suite(path: Path, policy: str, chunk: int) -> dict[str, Any]:
         rs = ratios[row["grader"]]
         overall = rows[0]["checks_per_s"] / row["checks_per_s"] if row["checks_per_s"] else float("inf")
         peers.append(
-            {
-                "grader": row["grader"],
-                "median_ratio": statistics.median(rs),
-                "min_ratio": min(rs),
-                "max_ratio": max(rs),
-                "overall_ratio": overall,
-                "rounds": len(rs),
-                "fp_not_higher": rows[0]["fp_rate"] <= row["fp_rate"],
-                "fn_not_higher": rows[0]["fn_rate"] <= row["fn_rate"],
-            }
+            {"grader": row["grader"], "median_ratio": statistics.median(rs), "min_ratio": min(rs)}
+            | {"max_ratio": max(rs), "overall_ratio": overall, "rounds": len(rs)}
+            | {"fp_not_higher": rows[0]["fp_rate"] <= row["fp_rate"]}
+            | {"fn_not_higher": rows[0]["fn_rate"] <= row["fn_rate"]}
         )
     met = all(p["overall_ratio"] >= GOAL for p in peers)  # the whole-suite ratio decides
     return {"suite": path.name, "policy": policy, "rows": rows, "peers": peers, "speed_goal_met": met}
@@ -290,13 +277,9 @@ def _spinners(n: int) -> list[subprocess.Popen[bytes]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--suite", action="append", type=Path, help="suite JSONL (repeatable; default: all four)")
-    ap.add_argument(
-        "--policy", choices=("cold", "warm", "both"), default="both", help="cache policy (default both)"
-    )
+    ap.add_argument("--policy", choices=("cold", "warm", "both"), default="both", help="cache policy")
     ap.add_argument("--chunk", type=int, default=20, help="lines per round (default 20)")
-    ap.add_argument(
-        "--busy", type=int, default=0, help="CPU-bound processes to run beside the benchmark (default 0)"
-    )
+    ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside the benchmark")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument(
         "--dump",
