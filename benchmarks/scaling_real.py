@@ -27,8 +27,13 @@ For each axis: a least-squares line through the points (intercept, slope, R²), 
 work at the largest point ÷ at the smallest, and the marginal cost of each interval, so it says whether
 the cost grows linearly and where it bends.
 
-    python benchmarks/scaling_real.py [--rounds 2] [--groups 4,8,16] [--lengths 16,64,256]
-        [--serve-rounds 2] [--waves 2] [--concurrency 1,2,4,8,16,32,64,128] [--only rl|serve] [--json FILE]
+Run time (defaults: one round of each part): at load 7-14 on 2 cores (2026-11-29) an RL round took
+~27 minutes and a serve round with ``--waves 1`` ~10; about a third of that on an idle machine is an
+estimate, not a measurement. The 8 × 256 point is most of the RL part; ``--lengths 16,64``,
+``--waves 1`` or ``--only rl|serve`` shorten it.
+
+    python benchmarks/scaling_real.py [--rounds 1] [--groups 4,8,16] [--lengths 16,64,256]
+        [--serve-rounds 1] [--waves 2] [--concurrency 1,2,4,8,16,32,64,128] [--only rl|serve] [--json FILE]
 """
 
 from __future__ import annotations
@@ -286,10 +291,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--rounds", type=int, default=2, help="RL rounds over the points")
+    ap.add_argument("--rounds", type=int, default=1, help="RL rounds over the points (2: a spread)")
     ap.add_argument("--groups", type=ints, default=[4, 8, 16], help="groups of 8 at 16 tokens")
     ap.add_argument("--lengths", type=ints, default=[16, 64, 256], help="completion tokens at 8 groups")
-    ap.add_argument("--serve-rounds", type=int, default=2)
+    ap.add_argument("--serve-rounds", type=int, default=1)
     ap.add_argument("--concurrency", type=ints, default=[1, 2, 4, 8, 16, 32, 64, 128])
     ap.add_argument("--tokens", type=int, default=64, help="max_tokens of a serve reply")
     ap.add_argument("--serve-threads", type=int, default=2)
