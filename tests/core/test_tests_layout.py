@@ -17,7 +17,6 @@ ACROSS: dict[str, str] = {
     "agentic": "agentic features that span envs, graders and tools (MCP, penalties, judges, repo_fix)",
     "fixtures": "data the tests read (model-free datasets, plugin package, golden logs)",
     "suites": "the graders' labeled suites (verigym verifier-bench)",
-    "graders_math": "the math grader's tests, to become tests/graders/math once its work in flight lands",
 }
 
 

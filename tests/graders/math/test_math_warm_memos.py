@@ -20,7 +20,7 @@ from verigym.graders.math._float_path._sampledexpr import Expr, compiled, points
 from verigym.graders.math._shared import _norm
 from verigym.graders.math._shared._reader import read
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SUITES = [ROOT / "tests" / "suites" / "math.jsonl", ROOT / "tests" / "suites" / "math_forms.jsonl"]
 SUITES.append(Path(__file__).with_name("suite_lines.jsonl"))
 

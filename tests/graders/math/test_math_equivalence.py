@@ -9,7 +9,7 @@ import pytest
 
 from verigym.graders.math import check_equivalent, extract_answer
 
-SUITE = Path(__file__).resolve().parents[1] / "suites" / "math.jsonl"
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "math.jsonl"
 
 
 def ok(gold: str, pred: str, mode: str = "equivalent", question: str | None = None) -> bool:

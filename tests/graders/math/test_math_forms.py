@@ -18,7 +18,7 @@ from verigym.graders.math._equivalence import _fast
 from verigym.graders.math._sympy_path._check import check
 from verigym.types import Grade, Message, Task, Trajectory, Turn
 
-SUITE = Path(__file__).resolve().parents[1] / "suites" / "math_forms.jsonl"
+SUITE = Path(__file__).resolve().parents[2] / "suites" / "math_forms.jsonl"
 LINES = [json.loads(raw) for raw in SUITE.read_text().splitlines() if raw.strip()]
 CATEGORIES = {"seed", "lowest", "fraction", "improper", "mixed", "rationalized", "radical", "exact"}
 CATEGORIES |= {"nearest", "decimal", "product", "sum"}
