@@ -79,6 +79,7 @@ _DEFER = re.compile(
     r"[;<>|]|^\d{1,2}:\d{2}$|\\(?:text|mathrm|pm|mp|approx|in|ne|neq|le|ge|leq|geq|cup|cap|setminus|begin|langle)"
     r"(?![a-zA-Z])|\b(?:and|or)\b"
 )
+_ONE_ABS = re.compile(r"[^|]*\|[^|]+\|[^|]*")  # exactly two bars, something between
 _TEXT_JOIN = re.compile(r"\\text\{\s*(and|or|,)\s*\}")
 _LEAD_JOIN = re.compile(r"^(?:and|or)\s+")
 
@@ -110,6 +111,12 @@ def _own(s: str) -> str:
     return _PLUS_MINUS.sub(" ", s) if br is not None and br[:2] == ("\\{", "\\}") else s
 
 
+def _one_abs(s: str) -> str:
+    """``s`` without its bars when they are one absolute value (``|x|``, ``\\sqrt{x^2} - |x-1|``),
+    which both paths read as ``Abs`` with the same reader; other bars still defer."""
+    return s.replace("|", " ") if _ONE_ABS.fullmatch(s) and "\\{" not in s else s
+
+
 def _item(s: str) -> Val:
     s = STRAY_PERIOD.sub("", s.strip())  # _parse._parse_item: a stray period
     if LABEL.match(s):
@@ -126,7 +133,7 @@ def _item(s: str) -> Val:
         return found
     if len(eq) == 1 and "\\begin{" in s and re.search(r"matrix|array", s):
         return _matrix(s)
-    if _DEFER.search(_own(s)):
+    if _DEFER.search(_one_abs(_own(s)) if len(eq) == 1 else _own(s)):
         raise Unsure
     if m := _INFTY.fullmatch(s):
         return Inf(-1 if m[1] == "-" else 1)
