@@ -154,13 +154,14 @@ def test_the_thread_choice_keeps_the_faster_count_and_restores_torchs(two_thread
             assert torch.get_num_threads() == 2
         return seen
 
-    busy = ThreadChoice()  # two threads slower (cores taken by others): one kept between probe pairs
-    assert run(busy, 40, slow_threads=2) == [1, 2] + [1] * 8 + [1, 2] + [1] * 16 + [1, 2] + [1] * 10
+    busy = ThreadChoice()  # two threads slower (cores taken by others): one kept, the probes spread out
+    assert busy.threads(64) == 1  # one thread before any probe
+    assert run(busy, 40, slow_threads=2) == [1, 2] + [1] * 16 + [1, 2] + [1] * 20
     assert busy.threads(64) == 1  # a prefill follows the choice
     with busy.step(3):  # few rows: one thread, always
         assert torch.get_num_threads() == 1
-    idle = ThreadChoice()  # two threads faster: kept, and the probes spread out as the choice stands
-    assert run(idle, 40, slow_threads=1) == [1, 2] + [2] * 16 + [1, 2] + [2] * 20
+    idle = ThreadChoice()  # two threads faster: taken at the first probe pair, then the probes spread out
+    assert run(idle, 40, slow_threads=1) == [1, 2] + [2] * 8 + [1, 2] + [2] * 16 + [1, 2] + [2] * 10
     assert idle.threads(64) == 2 and idle.threads(3) == 1
     with threads(1), ThreadChoice().step(8):  # one torch thread: nothing to choose
         assert torch.get_num_threads() == 1

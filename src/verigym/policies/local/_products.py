@@ -100,12 +100,14 @@ class ThreadChoice:
     machine whose cores other processes share, each parallel region can wait a scheduler tick for a
     descheduled peer, and a decode step runs ~150 of them. So from time to time (``PROBE_FIRST`` steps,
     doubling up to ``PROBE_MOST`` while the choice stands) one step runs on one thread and the next on
-    all, and the faster is kept. The products give the same bits on one thread and on two (oneDNN and
+    all, and the faster is kept. Until the first probe, and for prefills (``threads``), the choice is
+    one thread: a served batch-1 reply's 38-token prefill on two threads took 1.7 s at load 3 here,
+    against ~0.1 s on one (``benchmarks/serve_step_profile.py``). The products give the same bits on one thread and on two (oneDNN and
     MKL split these products by rows and columns, not along the sum; ``tests/policies/local/test_products.py``
     checks it), so the choice changes the speed only, never the numbers."""
 
     def __init__(self) -> None:
-        self._record = _Record(torch.get_num_threads())
+        self._record = _Record(1)  # one thread until a probe finds all threads faster
 
     def threads(self, rows: int) -> int:
         """The thread count a step of ``rows`` rows runs on now, without timing it (prefill)."""
