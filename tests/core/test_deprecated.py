@@ -185,7 +185,7 @@ def test_the_engine_package_keeps_the_old_local_module_names() -> None:
     import verigym.policies.local as local
     from verigym.policies.local import _engine, _score, policy
 
-    assert sorted(local.__all__) == ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
+    assert {"EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"} <= set(local.__all__)
     assert local.LocalPolicy is policy.LocalPolicy and local.RowSpec is _engine.RowSpec
     assert local.RowResult is _engine.RowResult and local.EarlyStop is _engine.EarlyStop
     assert local.Scored is _score.Scored

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "_asgi_guard": 1,  # API key, body cap and JSON reply as ASGI pieces for every server; nothing of verigym
     "_lazy": 1,  # lazy package names (PEP 562 __getattr__) for the package __init__s; imports nothing of verigym
     "registry": 1,  # Registry[T] and the verigym.plugins group, for every extension axis; nothing of verigym
+    "_onednn": 1,  # whether oneDNN's linear is usable and the weight size from which verigym uses it; nothing of verigym
     "_threads": 1,  # worker threads for sync graders (rubric); imports nothing of verigym
     "record": 1,  # the typed, versioned run record (header, summaries, the one fold, read_run); types only
     "_library_output": 1,  # library warnings/log lines to the run log, strict deprecations; imports nothing of verigym

@@ -165,3 +165,22 @@ def test_packed_forward_equals_padded_on_smollm2() -> None:
     rows = _rows([list(p) for p in prompts], vocab=49_000, per=3)
     model.train()
     _compare(model, rows, True, atol=1e-4, grad_tol=1e-3)  # measured: 2.7e-5, 9.3e-5
+
+
+def test_an_update_drops_the_decode_copies_it_makes_stale() -> None:
+    """The local decode path's weight copies (another copy of the weights on a real model) are not held
+    through the update's peak: the step makes them stale, and the next generation rebuilds them."""
+    from verigym.policies.local import _fast_llama
+
+    model = _tiny()
+    before = _fast_llama._weights(model)
+    assert model in _fast_llama._CACHE
+    rows = _rows([[5, 17, 11, 82, 90, 2, 6]], seed=1)
+    cfg = build_config({"rl": {"preset": "dapo"}}).rl
+    policy_update(model, rows, cfg, _sgd_state(model), pad_id=0, temperature=1.0, max_len=16)
+    assert model not in _fast_llama._CACHE
+    after = _fast_llama._weights(model)  # rebuilt from the updated weights
+    assert after is not before
+    old_t, new_t = before.layers[0][0].t, after.layers[0][0].t  # the tiny model's q/k/v: [in, out] copies
+    assert old_t is not None and new_t is not None
+    assert not torch.equal(old_t, new_t)

@@ -15,13 +15,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from verigym._onednn import mm as _mm
+
 __all__ = ["NormLinears", "RMSNormFn", "RotaryFn", "SwiGLUMLP", "rms_norm_backward"]
-
-
-def _mm(a: torch.Tensor, b_t: torch.Tensor) -> torch.Tensor:
-    from verigym.train._cpu_kernels import _mm as mm
-
-    return mm(a, b_t)
 
 
 def rms_norm_backward(

@@ -61,7 +61,7 @@ class HeadLogprobs(torch.autograd.Function):
     def forward(  # type: ignore[override]
         ctx: Any, h: torch.Tensor, w: torch.Tensor, pos: torch.Tensor, tgt: torch.Tensor, temperature: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        from verigym.train._cpu_kernels import _mm
+        from verigym._onednn import mm as _mm
 
         k = h.shape[0]
         h = h.contiguous()
@@ -84,7 +84,8 @@ class HeadLogprobs(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor, _ent: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        from verigym.train._cpu_kernels import _mm, grad_in_place
+        from verigym._onednn import mm as _mm
+        from verigym.train._cpu_kernels import grad_in_place
 
         h, w, pos, tgt, lse = ctx.saved_tensors
         t = ctx.temperature

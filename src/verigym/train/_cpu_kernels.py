@@ -46,6 +46,9 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from verigym._onednn import MIN_WEIGHT, available
+from verigym._onednn import mm as _mm
+
 __all__ = [
     "MIN_WEIGHT",
     "OneDnnLinear",
@@ -56,9 +59,6 @@ __all__ = [
     "usable",
 ]
 
-MIN_WEIGHT = 1 << 16
-"""Weights with fewer entries keep ``F.linear`` (the tiny models' layers: 64 × 256 = 16,384)."""
-
 IN_PLACE_MIN = 1 << 22
 """Weights with at least this many entries (a 135M model's 49,152 × 576 lm head) have their gradient
 added into an existing ``.grad`` by blocks inside ``OneDnnLinear.backward`` (``_accumulated``)."""
@@ -67,23 +67,7 @@ FLASH_BLOCKS = True
 """Packed attention by block through ``BlockedAttention`` (False: SDPA per block and a ``cat``)."""
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_AVAILABLE: list[bool] = []
 _BLOCKS: ContextVar[tuple[tuple[int, int], ...] | None] = ContextVar("verigym_attention_blocks", default=None)
-
-
-def available() -> bool:
-    """Whether this torch build has oneDNN's linear kernel (``torch.ops.mkldnn._linear_pointwise``)."""
-    if not _AVAILABLE:
-        ok = bool(torch.backends.mkldnn.is_available())
-        if ok:
-            try:
-                probe = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-                got = torch.ops.mkldnn._linear_pointwise(probe, torch.ones(4, 3), None, "none", [], "")
-                ok = bool(torch.equal(got, probe @ torch.ones(3, 4)))
-            except (AttributeError, RuntimeError):
-                ok = False
-        _AVAILABLE.append(ok)
-    return _AVAILABLE[0]
 
 
 def usable(x: Any, weight: Any, bias: Any = None) -> bool:
@@ -103,12 +87,6 @@ def usable(x: Any, weight: Any, bias: Any = None) -> bool:
         and x.shape[-1] == weight.shape[1]
         and available()
     )
-
-
-def _mm(a: torch.Tensor, b_t: torch.Tensor) -> torch.Tensor:
-    """``a @ b_t.T`` through oneDNN (``a`` 2D; ``b_t`` [out, in], any strides)."""
-    out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(a, b_t, None, "none", [], "")
-    return out
 
 
 class OneDnnLinear(torch.autograd.Function):

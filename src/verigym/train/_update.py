@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import torch
 from transformers import PreTrainedModel
 
+from verigym.policies.local import release_decode_copies
 from verigym.train import losses as L
 from verigym.train import packing
 from verigym.train._cpu_kernels import on_cpu, training_kernels
@@ -164,6 +165,7 @@ def policy_update(
     set_training(model, True)
     if net is not model:
         set_training(net, True)
+    release_decode_copies(model)  # stale after this update's step; not held through its peak
     if any(r.logprobs is None for r in rows):
         _fill_logprobs(model, [r for r in rows if r.logprobs is None], pad_id, temperature, micro_rows, "old")
     if cfg.kl_beta > 0:

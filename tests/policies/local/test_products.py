@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
+from verigym._onednn import available
 from verigym.policies import tiny
 from verigym.policies.local._fast_llama import FastLlama, _weights
 from verigym.policies.local._products import MIN_WEIGHT, Product, ThreadChoice, threads
-from verigym.train._cpu_kernels import available
 
 needs_onednn = pytest.mark.skipif(not available(), reason="this torch build has no oneDNN linear")
 

@@ -6,7 +6,8 @@ token ids and logprobs, and the parts under it that ``verigym serve`` shares.
   and training-in-place semantics.
 - ``_engine``: the batched sampling loop (left-padded rows, KV cache, shared prefills, per-row
   counter-based randomness, continuous batching); ``_fast_llama``: the lean Llama decoder it uses
-  where it applies (same numbers).
+  where it applies (same numbers); ``release_decode_copies`` drops its weight copies (the trainer,
+  before an update that makes them stale).
 - ``_batcher``: the per-event-loop request queue and ``submit`` over it (micro-batching, joining a
   running pass); ``_loading``: loading a model and its tokenizer with the one device and dtype
   rule, public as ``loading`` (the opener, ``policies.default``, and training use it).
@@ -21,7 +22,8 @@ verigym 0.3, ``verigym._deprecated``).
 """
 
 from verigym.policies.local._engine import EarlyStop, RowResult, RowSpec
+from verigym.policies.local._fast_llama import release as release_decode_copies
 from verigym.policies.local._score import Scored
 from verigym.policies.local.policy import LocalPolicy
 
-__all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored"]
+__all__ = ["EarlyStop", "LocalPolicy", "RowResult", "RowSpec", "Scored", "release_decode_copies"]

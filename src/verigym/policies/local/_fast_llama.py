@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from verigym.policies.local._products import Product, ThreadChoice, threads
 
-__all__ = ["FastLlama", "supported"]
+__all__ = ["FastLlama", "release", "supported"]
 
 
 def supported(model: Any) -> bool:
@@ -76,6 +76,14 @@ def _weights(model: Any) -> _Weights:
     weights = _Weights(out, head, packed)
     _CACHE[model] = (key, weights)
     return weights
+
+
+def release(model: Any) -> None:
+    """Drop ``model``'s decode copies (about its weights' size again). The trainer calls it before an
+    update: the optimizer step makes them stale, so the next generation rebuilds them anyway, and
+    holding them through the update's peak cost a SmolLM2 training process ~650 MB (issue 43 item 2).
+    A decoder still running keeps its own reference until it finishes."""
+    _CACHE.pop(model, None)
 
 
 _CHOICES: weakref.WeakKeyDictionary[Any, ThreadChoice] = weakref.WeakKeyDictionary()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from verigym.train._cpu_kernels import MIN_WEIGHT, available
+from verigym._onednn import MIN_WEIGHT, available
 
 __all__ = ["FEW_ROWS", "MIN_WEIGHT", "PACK_ROWS", "Product", "StepThreads", "ThreadChoice", "threads"]
 
