@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from verigym.graders.math._float_path._bounded import Bounded, Unsure
-from verigym.graders.math._float_path._sampledexpr import _GLOBALS, _VOUCH, Expr, points
+from verigym.graders.math._float_path._sampledexpr import _VOUCH, Expr, evaluate, points
 
 __all__ = [
     "Fn",
@@ -62,15 +62,7 @@ def side(e: Expr) -> Fn:
     def at(vals: dict[str, Bounded]) -> Bounded:
         env: dict[str, Bounded] = {c: vals[c] for c in e.reading.letters}
         env.update({ident: vals[name] for ident, name in e.reading.symbols.items()})
-        try:
-            v = eval(e.code, _GLOBALS, env)
-        except Unsure:
-            raise
-        except Exception:  # a domain error, a pole, anything floats cannot evaluate
-            raise Unsure from None
-        if not isinstance(v, Bounded):
-            raise Unsure
-        return v
+        return evaluate(e.code, env)
 
     return at
 

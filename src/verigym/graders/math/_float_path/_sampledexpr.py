@@ -33,6 +33,20 @@ _EXACT_FUNCS = re.compile(r"\b(?:factorial|binomial|Abs|sqrt)\(")  # exact on ra
 _GLOBALS: dict[str, Any] = {"__builtins__": {}, **NAMES}  # the reader's names; letters are locals
 
 
+def evaluate(code: Any, env: dict[str, Bounded]) -> Bounded:
+    """The reader's compiled ``code`` at ``env`` (its letters and symbols bound); ``Unsure`` where floats
+    cannot decide (a domain error, a pole, a value that is not a number)."""
+    try:
+        v = eval(code, _GLOBALS, env)
+    except Unsure:
+        raise
+    except Exception:  # a domain error, a pole, anything floats cannot evaluate
+        raise Unsure from None
+    if not isinstance(v, Bounded):
+        raise Unsure
+    return v
+
+
 @functools.lru_cache(maxsize=4096)
 def compiled(code: str) -> Any:
     """The reader's code compiled once (``_2``, ``x^2`` recur across answers)."""
@@ -138,15 +152,7 @@ class Expr:
             env[c] = Bounded(pt[self.ren.get(c, c)], 0.0)
         for ident, name in self.reading.symbols.items():
             env[ident] = Bounded(pt[self.ren.get(name, name)], 0.0)
-        try:
-            v = eval(self.code, _GLOBALS, env)
-        except Unsure:
-            raise
-        except Exception:  # a domain error, a pole, anything floats cannot evaluate
-            raise Unsure from None
-        if not isinstance(v, Bounded):
-            raise Unsure
-        return v
+        return evaluate(self.code, env)
 
 
 _VALUES: dict[tuple[Any, ...], Bounded] = {}  # Expr.at's values (Bounded is never mutated)
