@@ -39,7 +39,10 @@ def test_a_fused_optimizer_step_renews_the_decode_paths_weight_copies() -> None:
     optimizer.step()
     after = _fast_llama._weights(model)
     assert after is not before
-    assert torch.equal(after.head, model.lm_head.weight.detach().t())
-    assert not torch.equal(after.head, before.head)
-    q, k, v = (getattr(model.model.layers[0].self_attn, n).weight for n in ("q_proj", "k_proj", "v_proj"))
-    assert torch.equal(after.layers[0][0], torch.cat([q, k, v]).detach().t())
+    x = torch.randn(3, config.hidden_size)  # the copies are packed for oneDNN: compare what they compute
+    with torch.no_grad():
+        head = model.lm_head.weight
+        assert torch.allclose(after.head(x), x @ head.t(), atol=1e-4)
+        assert not torch.allclose(after.head(x), before.head(x), atol=1e-4)
+        q, k, v = (getattr(model.model.layers[0].self_attn, n).weight for n in ("q_proj", "k_proj", "v_proj"))
+        assert torch.allclose(after.layers[0][0](x), x @ torch.cat([q, k, v]).t(), atol=1e-4)
