@@ -29,6 +29,7 @@ import torch
 
 from verigym._files import file_op, write_atomic
 from verigym.envs.base import Environment
+from verigym.policies.local import release_decode_copies
 from verigym.runner import tuned_gc
 from verigym.train import checkpoint as ckpt
 from verigym.train._model import evaluate, load_model
@@ -328,6 +329,9 @@ class RLTrainer:
     def consume(self, batch: StepBatch) -> dict[str, Any]:
         """Advantages + update for one batch; returns the step's metrics."""
         t0 = time.perf_counter()
+        # the decode path's weight copies go stale with this step: not held through the rollout
+        # sample's forward and the update (~365 MB of a SmolLM2 process's peak, issue 43 item 2)
+        release_decode_copies(self.model)
         rows, reward_metrics = assign_advantages(batch, self.cfg, generator=self.state.generator)
         metrics: dict[str, Any] = {"step": batch.step, "phase": "rl", "policy_version": self.policy.version}
         metrics.update(batch.stats)
