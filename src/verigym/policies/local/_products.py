@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from verigym._onednn import MIN_WEIGHT, available
+from verigym._onednn import MIN_WEIGHT, available, mm
 
 __all__ = ["FEW_ROWS", "MIN_WEIGHT", "PACK_ROWS", "Product", "StepThreads", "ThreadChoice", "threads"]
 
@@ -72,10 +72,10 @@ class Product:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.t is not None:
             return x @ self.t
+        assert self.packed is not None  # one of the two copies is always made
         if not x.is_contiguous():
             x = x.contiguous()
-        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return out
+        return mm(x, self.packed)
 
 
 class _Record:
