@@ -148,20 +148,18 @@ def test_the_thread_choice_keeps_the_faster_count_and_restores_torchs(two_thread
     def run(choice: ThreadChoice, steps: int, slow_threads: int) -> list[int]:
         seen = []
         for _ in range(steps):
-            with choice.step(8):
+            with choice.step(1):  # batch 1 too: idle, two cores read the weights faster
                 seen.append(torch.get_num_threads())
                 time.sleep(0.02 if torch.get_num_threads() == slow_threads else 0.001)
             assert torch.get_num_threads() == 2
         return seen
 
     busy = ThreadChoice()  # two threads slower (cores taken by others): one kept, the probes spread out
-    assert busy.threads(64) == 1  # one thread before any probe
+    assert busy.threads() == 1  # one thread before any probe
     assert run(busy, 40, slow_threads=2) == [1, 2] + [1] * 16 + [1, 2] + [1] * 20
-    assert busy.threads(64) == 1  # a prefill follows the choice
-    with busy.step(3):  # few rows: one thread, always
-        assert torch.get_num_threads() == 1
+    assert busy.threads() == 1  # a prefill follows the choice
     idle = ThreadChoice()  # two threads faster: taken at the first probe pair, then the probes spread out
     assert run(idle, 40, slow_threads=1) == [1, 2] + [2] * 8 + [1, 2] + [2] * 16 + [1, 2] + [2] * 10
-    assert idle.threads(64) == 2 and idle.threads(3) == 1
+    assert idle.threads() == 2
     with threads(1), ThreadChoice().step(8):  # one torch thread: nothing to choose
         assert torch.get_num_threads() == 1

@@ -14,8 +14,9 @@ their numbers are unchanged bit for bit. oneDNN sums in another order than MKL: 
 round-off (relative ~1e-6), not bitwise.
 
 ``ThreadChoice`` runs each decode step on one thread or on all of torch's, whichever it last timed
-faster: a two-thread team on a busy two-core machine waits a scheduler tick (4-40 ms measured) at
-each parallel region whenever the other core is taken.
+faster: idle, two threads stream the weights faster at every batch size, but a two-thread team on a
+busy two-core machine waits a scheduler tick (4-40 ms measured) at each parallel region whenever the
+other core is taken.
 """
 
 from __future__ import annotations
@@ -28,14 +29,11 @@ import torch
 
 from verigym._onednn import MIN_WEIGHT, available, mm
 
-__all__ = ["FEW_ROWS", "MIN_WEIGHT", "PACK_ROWS", "Product", "StepThreads", "ThreadChoice", "threads"]
+__all__ = ["MIN_WEIGHT", "PACK_ROWS", "Product", "StepThreads", "ThreadChoice", "threads"]
 
 PACK_ROWS = 32
 """The batch size oneDNN packs a weight for. A weight packed for 8 or more rows runs as fast at 1-64
 rows as one packed for that size; packed for 1 row it is ~1.5x slower at 8 and more."""
-
-FEW_ROWS = 4
-"""Steps of fewer rows run on one thread (``ThreadChoice``)."""
 
 PROBE_FIRST = 8
 PROBE_MOST = 256
@@ -91,37 +89,33 @@ class _Record:
 class ThreadChoice:
     """How many torch threads the decode steps of one model run on.
 
-    A step of fewer than ``FEW_ROWS`` rows runs on one thread: it reads every weight once for a few
-    dot products per entry, so it is bound by memory bandwidth, and a second thread adds barriers
-    without adding work a core could not stream alone. Measured here (2 cores shared with other
-    processes, ``benchmarks/RESULTS.md``), a batch-1 step on two threads took 5-100x longer than on one.
-    A larger step runs on one thread or on all of ``torch.get_num_threads()``, whichever ran faster per
-    row when last timed. Two threads do more work per second than one only while both have a core: on a
-    machine whose cores other processes share, each parallel region can wait a scheduler tick for a
-    descheduled peer, and a decode step runs ~150 of them. So from time to time (``PROBE_FIRST`` steps,
-    doubling up to ``PROBE_MOST`` while the choice stands) one step runs on one thread and the next on
-    all, and the faster is kept. Until the first probe, and for prefills (``threads``), the choice is
-    one thread: a served batch-1 reply's 38-token prefill on two threads took 1.7 s at load 3 here,
-    against ~0.1 s on one (``benchmarks/serve_step_profile.py``). The products give the same bits on one thread and on two (oneDNN and
-    MKL split these products by rows and columns, not along the sum; ``tests/policies/local/test_products.py``
-    checks it), so the choice changes the speed only, never the numbers."""
+    A step runs on one thread or on all of ``torch.get_num_threads()``, whichever ran faster per row when
+    last timed. Two threads do more work per second than one only while both have a core: on a machine
+    whose cores other processes share, each parallel region can wait a scheduler tick for a descheduled
+    peer, and a decode step runs ~150 of them (measured here at load 3-5: a batch-1 step on two threads
+    5-100x slower than on one). Idle, two threads are faster at every batch size, batch 1 included: one
+    core streams the weights at ~30 GB/s through oneDNN, two at ~50 GB/s, and a batch-1 step reads all
+    of them (SmolLM2-135M: 13.8 against 20.4 ms a step, ``benchmarks/RESULTS.md``). So from time to time
+    (``PROBE_FIRST`` steps, doubling up to ``PROBE_MOST`` while the choice stands) one step runs on one
+    thread and the next on all, and the faster is kept. Until the first probe, and for prefills
+    (``threads``), the choice stands: one thread at first, as a served batch-1 reply's 38-token prefill
+    on two threads took 1.7 s at load 3 here, against ~0.1 s on one
+    (``benchmarks/serve_step_profile.py``). The products give the same bits on one thread and on two
+    (oneDNN and MKL split these products by rows and columns, not along the sum;
+    ``tests/policies/local/test_products.py`` checks it), so the choice changes the speed only, never
+    the numbers."""
 
     def __init__(self) -> None:
         self._record = _Record(1)  # one thread until a probe finds all threads faster
 
-    def threads(self, rows: int) -> int:
-        """The thread count a step of ``rows`` rows runs on now, without timing it (prefill)."""
-        most = torch.get_num_threads()
-        return 1 if rows < FEW_ROWS else min(self._record.best, most)
+    def threads(self) -> int:
+        """The thread count a step runs on now, without timing it (prefill)."""
+        return min(self._record.best, torch.get_num_threads())
 
     @contextlib.contextmanager
     def step(self, rows: int) -> Iterator[None]:
         """Run one timed step of ``rows`` rows on the chosen thread count (or a probe's)."""
         most = torch.get_num_threads()
-        if rows < FEW_ROWS:
-            with threads(1):
-                yield
-            return
         if most <= 1:
             yield
             return
