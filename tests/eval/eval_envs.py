@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +20,39 @@ def correct(task: Task, trajectory: Trajectory) -> float:
     return 1.0 if nums and nums[-1] == task.answer else 0.0
 
 
-def brevity(task: Task, trajectories: list[Trajectory]) -> list[float]:
+def brevity(task: Task, trajectories: Sequence[Trajectory]) -> list[float]:
     lengths = [len(t.final_text) for t in trajectories]
     return [1.0 if n == min(lengths) else 0.0 for n in lengths]
+
+
+def _crash_on(every: int) -> Any:
+    def sometimes(task: Task, trajectory: Trajectory) -> float:
+        if int(task.id.rsplit("-", 1)[1]) % every == 0:
+            raise RuntimeError(f"grader bug on {task.id}")
+        return 1.0
+
+    return sometimes
 
 
 class AddEnv(SingleTurnEnv):
     name = "add"
     description = "integer addition (test env)"
 
-    def __init__(self, group: bool = False, crash: bool = False, path: str | None = None, **_: Any) -> None:
+    def __init__(
+        self,
+        group: bool = False,
+        crash: bool = False,
+        path: str | None = None,
+        crash_every: int = 0,
+        **_: Any,
+    ) -> None:
         graders: list[Grader | GroupGrader] = [Grader(correct, name="correct")]
         if group:
             graders.append(GroupGrader(brevity, weight=0.0, name="brevity"))
         if crash:
             graders.append(Grader(lambda t, tr: 1 / 0, weight=0.0, name="crashes"))
+        if crash_every:  # a grader that raises on every crash_every-th task (add-SEED-I with I % n == 0)
+            graders.append(Grader(_crash_on(crash_every), weight=0.0, name="sometimes"))
         super().__init__(rubric=Rubric(graders))
         self.path = path
 

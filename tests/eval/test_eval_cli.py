@@ -139,7 +139,8 @@ def test_faults_end_as_scores_or_errors_with_reasons(tmp_path: Path) -> None:
             "--config",
             str(toml),
         )
-    assert code == 0, out
+    assert code == 1, out  # 6 samples errored: not a success (any errored sample, by default)
+    assert "6 of 24 samples errored" in out and "server: 2 samples, e.g. " in out, out
     records = {(r.task_id, r.sample_index): r for r in load_records(tmp_path / "f" / "results.jsonl")}
     assert len(records) == 24
     for i, fault in enumerate(faults):
@@ -160,6 +161,62 @@ def test_faults_end_as_scores_or_errors_with_reasons(tmp_path: Path) -> None:
     }
     scored = [r.score.reward for r in records.values() if r.error is None]
     assert summary["reward_mean"] == pytest.approx(sum(scored) / len(scored))  # type: ignore[arg-type]
+
+
+def test_errored_samples_exit_1_at_the_threshold_with_every_file_written(tmp_path: Path) -> None:
+    # a grader raises on tasks 0, 4 and 8 of 12: 3 of 12 samples errored, the other 9 scored
+    args = [ENV, "--env-arg", "crash_every=4", "-n", "12", "--model", "m", "--concurrency", "4"]
+    with FakeServer() as srv:
+        run = tmp_path / "any"
+        proc = spawn(*args, "--base-url", srv.url, "--out", str(run))
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, output  # a shell or CI sees the failure
+        assert (
+            "3 of 12 samples errored (first: grader: grader 'sometimes' raised RuntimeError: grader bug"
+            in output
+        )
+        assert (
+            "grader: 3 samples, e.g. grader 'sometimes' raised RuntimeError: grader bug on add-0-0" in output
+        )
+        assert "any errored sample fails an eval" in output and "Traceback" not in output
+        assert len(load_records(run / "results.jsonl")) == 12  # written and flushed in full
+        summary = json.loads((run / "summary.json").read_text())
+        assert (summary["n_scored"], summary["n_errors"], summary["errors_by_kind"]) == (9, 3, {"grader": 3})
+        assert summary["error_examples"] == {
+            "grader": "grader 'sometimes' raised RuntimeError: grader bug on add-0-0"
+        }
+        assert "grader bug on add-0-0" in (run / "report.html").read_text()
+        assert json.loads((run / "config.json").read_text())["config"]["fail_on_error"] is True
+        toml = tmp_path / "t.toml"
+        toml.write_text("fail_on_error = 4\n")
+        cases = [  # a share of the 12 samples below 1, else a count; at the threshold fails
+            (["--fail-on-error", "0.25"], 1),
+            (["--fail-on-error", "0.3"], 0),
+            (["--fail-on-error", "3"], 1),
+            (["--fail-on-error", "4"], 0),
+            (["--fail-on-error", "0"], 1),  # 0: any error, as inspect_ai reads it
+            (["--no-fail-on-error"], 0),
+            (["--config", str(toml)], 0),
+            (["--config", str(toml), "--fail-on-error", "2"], 1),  # the flag over the file
+        ]
+        for i, (extra, want) in enumerate(cases):
+            code, out = cli(*args, "--base-url", srv.url, "--out", str(tmp_path / f"c{i}"), *extra)
+            assert code == want, (extra, out)
+            assert "3 of 12 samples errored" in out and "grader: 3 samples" in out, out
+            assert ("exit 1: 3 of 12 samples errored" in out) == (want == 1), (extra, out)
+        code, out = cli(*args, "--no-fail-on-error", "--fail-on-error", "3", "--base-url", srv.url)
+        assert code == 2 and "not both" in out, out
+        code, out = cli(*args, "--fail-on-error", "-1", "--base-url", srv.url)
+        assert code == 2 and "no threshold" in out, out
+        # every sample fine: exit 0 and no errored line
+        code, out = cli(*args[:1], *args[3:], "--base-url", srv.url, "--out", str(tmp_path / "ok"))
+        assert code == 0 and "samples errored" not in out and "exit 1" not in out, out
+        # every sample errored: exit 1 whatever the threshold
+        code, out = cli(
+            ENV, "--env-arg", "crash_every=1", "-n", "3", "--model", "m", "--no-fail-on-error",
+            "--base-url", srv.url, "--out", str(tmp_path / "all"),
+        )  # fmt: skip
+        assert code == 1 and "every sample errored" in out, out
 
 
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_sys_exit_in_an_environment_is_an_errored_sample_and_resume_goes_on(tmp_
     out = tmp_path / "x"
     args = ["eval", f"{ENVS}:ExitEnv", "--env-arg", "every=false", "--policy", "oracle", "-n", "6"]
     result = runner.invoke(app, [*args, "--out", str(out), "--concurrency", "1"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # errored samples: not a success, yet nothing died
     text = _one(result)
     assert (
         "2 of 6 samples errored (first: environment: SystemExit(3): environment code called sys.exit)" in text
@@ -109,7 +109,8 @@ def test_sys_exit_in_an_environment_is_an_errored_sample_and_resume_goes_on(tmp_
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sum(r["error"] is not None for r in rows) == 2
     resumed = runner.invoke(app, [*args, "--out", str(out), "--resume", "--concurrency", "1"])
-    assert resumed.exit_code == 0, resumed.output  # the errored ones are redone; nothing dies
+    assert resumed.exit_code == 1, resumed.output  # the errored ones are redone (and error again)
+    assert "exit 1: 1 of 6 samples errored" in _one(resumed)  # one of the two redone errs again
 
 
 # ---- config numbers: finite and within float32 range ----------------------------------------------

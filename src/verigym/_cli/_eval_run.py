@@ -2,7 +2,8 @@
 run one: ``resolve_config`` merges defaults, a resumed run's saved config, ``--config`` and the flags
 into an ``EvalConfig`` (one red line and exit 2 for bad input); ``run_with_progress`` runs a workflow
 (``verigym.evaluate``, ``verigym.data.profile``, ...) under a rich progress bar drawn from its
-``EvalEvent``s and prints the eval's summary table (exit 1 when every sample errored, 130 on Ctrl-C).
+``EvalEvent``s and prints the eval's summary table (exit 1 when every sample errored, or when the errored
+samples reach ``verigym eval``'s ``--fail-on-error``; 130 on Ctrl-C).
 """
 
 from __future__ import annotations
@@ -80,10 +81,15 @@ def run_with_progress(
     resume: bool,
     workflow: Workflow[T] | None = None,
     eval_of: Callable[[T], EvalResult] | None = None,
+    fail_on_error: bool | float = False,
 ) -> T:
     """``workflow(on_event)`` (default: ``verigym.eval.workflow.aevaluate`` of ``config``) under a
     progress bar drawn from its ``EvalEvent``s, then the eval's summary table; its errors as one red
-    line. ``eval_of`` finds the ``EvalResult`` in what the workflow returns (default: it is one)."""
+    line. ``eval_of`` finds the ``EvalResult`` in what the workflow returns (default: it is one).
+
+    Exit 1 once every file is written when the errored samples reach ``fail_on_error``
+    (``verigym.eval.run.errors_fail``; ``verigym eval`` passes its config's), or whatever it is
+    when every sample errored."""
     to_run_dir(out)
     from rich.markup import escape
     from rich.progress import (
@@ -98,6 +104,7 @@ def run_with_progress(
 
     from verigym._cli._eval_show import print_summary
     from verigym.eval.config import ConfigError
+    from verigym.eval.run import errors_fail
     from verigym.eval.store import StoreError
     from verigym.eval.workflow import aevaluate
     from verigym.runner import tuned_gc
@@ -210,9 +217,29 @@ def run_with_progress(
     end_bar()
     result: EvalResult = eval_of(done) if eval_of is not None else done
     print_summary(result, console)
-    if result.summary["n_samples"] and not result.summary["n_scored"]:
+    summary = result.summary
+    if summary["n_samples"] and not summary["n_scored"]:
         console.print(
             "[bold red]every sample errored[/]; see the errors above and report.html", highlight=False
         )
         raise typer.Exit(1)
+    if errors_fail(summary, fail_on_error):
+        console.print(
+            f"[bold red]exit 1[/]: {summary['n_errors']} of {summary['n_samples']} samples errored and "
+            f"{_threshold(fail_on_error)}; results, summary and report are all written",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
     return cast("T", done)
+
+
+def _threshold(fail_on_error: bool | float) -> str:
+    """``fail_on_error`` in words, with the flags that change it."""
+    if fail_on_error is True:
+        return (
+            "any errored sample fails an eval (--fail-on-error N or F tolerates some, --no-fail-on-error all)"
+        )
+    if fail_on_error < 1:
+        return f"--fail-on-error {fail_on_error:g} fails an eval at that share of its samples"
+    return f"--fail-on-error {fail_on_error:g} fails an eval at that many errored samples"

@@ -1,4 +1,5 @@
-"""The end-of-run summary table of ``verigym eval`` (rich)."""
+"""The end-of-run summary of ``verigym eval`` (rich): the table, then the errored samples grouped by
+kind with each kind's first reason."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.table import Table
 
 from verigym.eval.run import EvalResult
 
-__all__ = ["errored_line", "print_summary"]
+__all__ = ["errored_line", "print_summary", "reason_lines"]
 
 
 def _fmt(value: Any) -> str:
@@ -29,6 +30,18 @@ def errored_line(summary: dict[str, Any]) -> str | None:
         f"{kind} x{count}" for kind, count in summary.get("errors_by_kind", {}).items()
     )
     return f"{n} of {summary['n_samples']} samples errored (first: {first})"
+
+
+def reason_lines(summary: dict[str, Any], width: int = 160) -> list[str]:
+    """The errored samples grouped by kind, one line each with its count and first reason
+    (``  grader: 3 samples, e.g. crashes: ZeroDivisionError: division by zero``); [] without errors."""
+    examples = summary.get("error_examples") or {}
+    lines = []
+    for kind, n in (summary.get("errors_by_kind") or {}).items():
+        reason = " ".join(str(examples.get(kind) or "no reason recorded").split())  # one line
+        text = f"  {kind}: {n} sample{'s' if n != 1 else ''}, e.g. {reason}"
+        lines.append(text if len(text) <= width else text[: width - 3] + "...")
+    return lines
 
 
 def print_summary(result: EvalResult, console: Console) -> None:
@@ -70,6 +83,8 @@ def print_summary(result: EvalResult, console: Console) -> None:
     console.print(table)
     if line := errored_line(s):
         console.print(line, style="yellow", markup=False, soft_wrap=True)
+        for reason in reason_lines(s):
+            console.print(reason, style="yellow", markup=False, soft_wrap=True)
     console.print(
         f"results: {result.out / 'results.jsonl'}  summary: {result.out / 'summary.json'}  "
         f"report: {result.out / 'report.html'}",

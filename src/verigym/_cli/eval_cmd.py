@@ -4,7 +4,8 @@ The command resolves its configuration (defaults < saved config of a resumed run
 < flags, ``_eval_run.resolve_config``) and hands it to the library's
 ``verigym.eval.workflow.aevaluate`` (environment, penalties and MCP tools, tasks, policy, endpoint
 check, the run), showing its events as a rich progress bar and the summary as a table
-(``_eval_run.run_with_progress``). Bad input is one red line and exit 2.
+(``_eval_run.run_with_progress``). Bad input is one red line and exit 2; errored samples that reach
+``--fail-on-error`` (default: any) exit 1 once results, summary and report are written.
 """
 
 from __future__ import annotations
@@ -97,10 +98,23 @@ def eval_command(
         "--agent-timeout", help="Wall-clock limit of one run of the agent program, seconds (default 300)."
     ),
     on_error: str | None = _flag("--on-error", help=ON_ERROR_HELP),
+    fail_on_error: float | None = _flag(
+        "--fail-on-error",
+        help="Errored samples (after the retries that are safe) that make the run exit 1 once its "
+        "files are written, as inspect_ai reads it: a share of the samples below 1 (0.1: a tenth), "
+        "else a count (5: five). Without it, any errored sample does.",
+    ),
+    no_fail_on_error: bool = typer.Option(
+        False,
+        "--no-fail-on-error",
+        help="Exit 0 however many samples errored, unless every one did (they are still counted).",
+    ),
     threads: Threads = None,
 ) -> None:
     """Evaluate a model on an environment: results.jsonl, config.json, summary.json, report.html."""
     set_threads(threads)
+    if no_fail_on_error and fail_on_error is not None:
+        fail("give either --fail-on-error or --no-fail-on-error, not both")
     env_args = parse_kv(env_arg, "--env-arg")
     if harness is not None:
         env_args["harness"] = harness
@@ -126,6 +140,7 @@ def eval_command(
         "agent_cmd": agent_cmd,
         "agent_timeout_s": agent_timeout_s,
         "on_error": on_error,
+        "fail_on_error": False if no_fail_on_error else fail_on_error,
     }
     if suite is not None:  # one scorecard over a named set of environments
         from verigym._cli.collection_cmd import run_suite_command
@@ -144,7 +159,7 @@ def eval_command(
 
         cfg = cfg.model_copy(update={"out": default_out(cfg.env)})
     assert cfg.out is not None
-    run_with_progress(cfg, Path(cfg.out), resume)
+    run_with_progress(cfg, Path(cfg.out), resume, fail_on_error=cfg.fail_on_error)
     sys.stdout.flush()
 
 

@@ -85,6 +85,18 @@ class EvalConfig(BaseModel):
     agent_cmd: str | None = None
     agent_timeout_s: float = Field(300.0, gt=0.0)
     on_error: Literal["error", "truncate"] = "error"
+    # when errored samples make ``verigym eval`` exit 1 (inspect_ai's ``fail_on_error``): True at
+    # any, False never (unless every sample errored), a fraction (< 1) of the samples or a count (>= 1)
+    fail_on_error: bool | float = True
+
+    @field_validator("fail_on_error", mode="before")
+    @classmethod
+    def _threshold(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value  # a bool as it is; anything else is pydantic's to refuse
+        if not value >= 0:
+            raise ValueError(f"{value!r} is no threshold (a fraction below 1 or a count of at least 1)")
+        return True if value == 0 else float(value)  # 0: any error, as inspect_ai reads it
 
     @field_validator("policy")
     @classmethod

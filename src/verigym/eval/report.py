@@ -140,6 +140,7 @@ _LABELS = {
 _ELSEWHERE = {
     "grader_means",
     "errors_by_kind",
+    "error_examples",
     "stop_reasons",
     "penalties",
     "env_metrics",

@@ -37,7 +37,16 @@ from verigym.record import (
 from verigym.runner import run_rollouts
 from verigym.types import Record, Task
 
-__all__ = ["EvalResult", "Tally", "check_resumable", "eval_header", "evaluate", "finish", "results_path"]
+__all__ = [
+    "EvalResult",
+    "Tally",
+    "check_resumable",
+    "errors_fail",
+    "eval_header",
+    "evaluate",
+    "finish",
+    "results_path",
+]
 
 
 class _RunFile:
@@ -69,6 +78,23 @@ class EvalResult:
     report_file = _RunFile("report.html")
     config_file = _RunFile("config.json")
     run_file = _RunFile(RUN_FILE)
+
+
+def errors_fail(summary: dict[str, Any], fail_on_error: bool | float) -> bool:
+    """Whether the errored samples of ``summary`` reach ``fail_on_error`` (``EvalConfig``'s, read as
+    inspect_ai reads its own): True at any error, False never, a fraction (< 1) of the samples asked
+    for, or a count (>= 1). A run whose every sample errored fails whatever the threshold."""
+    errors = int(summary.get("n_errors") or 0)
+    if not errors:
+        return False
+    if not summary.get("n_scored"):
+        return True
+    if isinstance(fail_on_error, bool):
+        return fail_on_error
+    if fail_on_error < 1:
+        total = max(int(summary.get("n_expected") or 0), int(summary.get("n_samples") or 0))
+        return errors >= fail_on_error * total
+    return errors >= fail_on_error
 
 
 def results_path(out: str | Path) -> Path:
@@ -155,6 +181,8 @@ def finish(
     if examples:  # the first errored sample of the run (task order), for the one-line notice
         kind, (_, message) = min(examples.items(), key=lambda kv: kv[1][0])
         summary["first_error"] = f"{kind}: {message}"
+        # each kind's first reason (task order), beside ``errors_by_kind``'s counts
+        summary["error_examples"] = {k: m for k, (_, m) in sorted(examples.items())}
     extra = tally.env_metrics()
     if extra:  # only environments with metrics of their own (ifeval): other summaries keep their keys
         summary["env_metrics"] = extra

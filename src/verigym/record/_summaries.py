@@ -41,6 +41,7 @@ class EvalSummary(_Summary):
     empty_answers: int = 0
     errors_by_kind: dict[str, int] = Field(default_factory=dict)
     first_error: str | None = None
+    error_examples: dict[str, str] = Field(default_factory=dict)  # each kind's first reason
     reward_mean: float | None = None
     reward_ci95: list[float | None] | None = None
     success_threshold: float = 1.0
