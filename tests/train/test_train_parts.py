@@ -136,6 +136,8 @@ def test_lora_trains_only_adapter_weights() -> None:
     assert changed, "nothing was trained"
     assert all("lora_" in n for n in changed), sorted(changed)
     assert any("lora_" in n for n in changed)
+    # the last step's gradients are dropped, not held through the next generation (issue 43 item 2)
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_every_preset_validates_and_config_errors_name_the_key(tmp_path: Path) -> None:

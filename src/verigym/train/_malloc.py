@@ -23,7 +23,7 @@ import ctypes.util
 import os
 import sys
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "glibc", "release", "tune_for_training"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "glibc", "release", "tune_for_training", "tuned"]
 
 MMAP_THRESHOLD: int | None = 2 << 20
 """Requests of at least this many bytes are mmapped (and unmapped when freed); None: glibc's own."""
@@ -69,6 +69,12 @@ def tune_for_training() -> bool:
                 ok = bool(libc.mallopt(ctypes.c_int(param), ctypes.c_int(value))) and ok
     _DONE.append(ok)
     return ok
+
+
+def tuned() -> bool:
+    """Whether ``tune_for_training()`` set the thresholds in this process (a model at or above the
+    kernels' size threshold has been trained here)."""
+    return bool(_DONE and _DONE[0])
 
 
 def release(at_exit: bool = False) -> None:
