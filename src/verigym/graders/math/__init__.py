@@ -22,9 +22,9 @@ Inside, by evaluation path (each a private subpackage; ``_equivalence`` holds th
 re-exported here and decides which path answers):
 
 - ``_shared``: what every path shares: ``_extract`` (finding the answer), ``_norm`` (LaTeX clean-up),
-  ``_rules`` (extraction verdicts, readings, list/interval comparison, decimal roundings), ``_mode``
-  (mode names), ``_reader`` (the own LaTeX reader, no sympy), ``_cursor`` (the token cursor of the
-  hand-written readers), ``_prose`` (prose references);
+  ``_rules`` (extraction verdicts, readings), ``_matching`` (list/interval comparison, decimal
+  roundings), ``_mode`` (mode names), ``_reader`` (the own LaTeX reader, no sympy), ``_cursor`` (the
+  token cursor of the hand-written readers), ``_prose`` (prose references);
 - ``_demanded``: the form a question demands: ``_forms`` (phrases, rules, combination), ``_written``
   and ``_writtenrules`` (how an answer is written, and the form rules on it), ``_rounding`` (the
   reference rounded to demanded places);

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
 
-from verigym.graders.math._shared._rules import Answers, Verdict, Written, decimal_match, digits
+from verigym.graders.math._shared._matching import Written, decimal_match, digits
+from verigym.graders.math._shared._rules import Answers, Verdict
 
 __all__ = ["Defer", "Num", "exact_decimal_decide", "literal", "scalar_eq"]
 

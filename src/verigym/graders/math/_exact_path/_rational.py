@@ -23,18 +23,14 @@ from typing import TypeAlias
 from verigym.graders.math._exact_path._exactnum import Defer as _Defer
 from verigym.graders.math._exact_path._exactnum import Num, literal, scalar_eq
 from verigym.graders.math._shared._cursor import Cursor, scan
+from verigym.graders.math._shared._matching import Seq, chain_ends, flat, multiset_eq, seq_eq
 from verigym.graders.math._shared._norm import split_decor, split_top
 from verigym.graders.math._shared._rules import (
     NUM_RE,
     Answers,
-    Seq,
     bracketed,
-    chain_ends,
     decide_texts,
-    flat,
-    multiset_eq,
     readings_prefix,
-    seq_eq,
     strip_answer,
 )
 

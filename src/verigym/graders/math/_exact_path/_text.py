@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from verigym.graders.math._shared._extract import NUMBER_RE
+from verigym.graders.math._shared._matching import multiset_eq
 from verigym.graders.math._shared._norm import Decor, split_decor, split_top
 from verigym.graders.math._shared._prose import says
 from verigym.graders.math._shared._rules import (
@@ -24,7 +25,6 @@ from verigym.graders.math._shared._rules import (
     is_text,
     is_word,
     list_words,
-    multiset_eq,
     norm_text,
     readings_prefix,
     strip_answer,

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from verigym.graders.math._float_path._bounded import Bounded, Unsure
-from verigym.graders.math._shared._rules import chain_ends
+from verigym.graders.math._shared._matching import chain_ends
 
 __all__ = ["End", "Piece", "chain_piece", "interval", "minus", "pieces_eq", "point", "union"]
 

@@ -10,7 +10,7 @@ the same renamed parameter) and decides only where floats vouch for the full che
 error bounds below 1e-12 of the values, and the full check's margins (agree within 1e-10, differ
 above 1e-6, where its bound is 1e-8). Structure follows ``_parse`` and ``_compare.equal`` for a
 subset: one expression (a degree sign adds its value in radians), a list or set of items (as
-multisets, ``_rules.multiset_eq``), tuples and intervals (``_rules.interval_kinds_differ``),
+multisets, ``_matching.multiset_eq``), tuples and intervals (``_matching.interval_kinds_differ``),
 equations (the named value, then the full check's other readings: proportional sides,
 substitution, ``expr = simplified``, in ``_equations``), and sets with constant ends (``_intervals``: inequality chains in one
 variable, unions with ``\\cup``, set-builder ``\\{x | cond\\}``, a list holding sets) compared
@@ -45,6 +45,7 @@ from verigym.graders.math._float_path._sampledcmp import (
     to_set,
 )
 from verigym.graders.math._float_path._sampledexpr import Expr, clear_values, compiled
+from verigym.graders.math._shared._matching import digits, flat
 from verigym.graders.math._shared._norm import Decor, split_decor, split_top
 from verigym.graders.math._shared._reader import Reading, read
 from verigym.graders.math._shared._rules import (
@@ -56,9 +57,7 @@ from verigym.graders.math._shared._rules import (
     approx_side,
     bracketed,
     decide_texts,
-    digits,
     expand_pm,
-    flat,
     is_name,
     is_text,
     is_word,

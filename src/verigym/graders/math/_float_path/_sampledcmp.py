@@ -27,8 +27,8 @@ from verigym.graders.math._float_path._equations import (
 )
 from verigym.graders.math._float_path._intervals import End, Piece, interval, pieces_eq, point, union
 from verigym.graders.math._float_path._sampledexpr import Expr, expr_eq, points, scalar_eq
+from verigym.graders.math._shared._matching import Seq, flat, matrix_eq, multiset_eq, seq_eq
 from verigym.graders.math._shared._reader import read
-from verigym.graders.math._shared._rules import Seq, flat, matrix_eq, multiset_eq, seq_eq
 
 __all__ = ["Eqn", "Group", "Inf", "Mat", "Seq", "SetOf", "Val", "equal", "to_set"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import sympy
 
+from verigym.graders.math._shared._matching import flat, matrix_eq, multiset_eq, seq_eq
 from verigym.graders.math._shared._prose import prose_sign, prose_value, says
-from verigym.graders.math._shared._rules import flat, matrix_eq, multiset_eq, seq_eq
 from verigym.graders.math._sympy_path._numeric import (
     PARAMS,
     close,

@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 
 from verigym.graders.math._float_path._sampledexpr import PARAMS, points
-from verigym.graders.math._shared._rules import Written, decimal_match
+from verigym.graders.math._shared._matching import Written, decimal_match
 from verigym.graders.math._sympy_path._floats import Unsure, fvalue
 from verigym.graders.math._sympy_path._values import Scalar
 

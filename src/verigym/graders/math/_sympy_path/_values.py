@@ -20,8 +20,8 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 
+from verigym.graders.math._shared._matching import Seq, digits
 from verigym.graders.math._shared._norm import Decor
-from verigym.graders.math._shared._rules import Seq, digits
 from verigym.graders.math._sympy_path._fast import fast_sympy
 
 __all__ = [
