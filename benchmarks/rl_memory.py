@@ -1,6 +1,6 @@
 """Peak RSS of RL steps on a real model, full fine-tuning vs LoRA (issue 24 item 6).
 
-``--ablate``: the update alone, as ``benchmarks/rl_update_speed.py``'s peak worker runs it (its batch:
+``--ablate``: the update alone, on ``benchmarks/rl_update_speed.py``'s set-up (``update_setup``: its batch:
 8 groups × 8, seeded 4–16-token completions, packed into ≤ 512-token micro-batches; full fine-tuning,
 fused AdamW), in a fresh process per configuration: everything of issue 43 item 2's memory work on,
 then each part off alone (``ABLATIONS``), then all of them off, then other malloc settings. Printed per configuration: the peak
@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rl_update_speed import status_mb, update_setup  # a sibling script, not a package
+
 MODES = ("full", "lora", "full+packing", "lora+packing")
 ABLATIONS: dict[str, dict[str, Any]] = {  # configuration -> module attributes set before the first update
     "all": {},
@@ -47,13 +50,6 @@ ABLATIONS.update({  # the malloc settings' other candidates, everything else on
     "malloc: glibc's thresholds, malloc_trim only": {"verigym.train._malloc.MMAP_THRESHOLD": None,
                                                      "verigym.train._malloc.TRIM_THRESHOLD": None},
 })  # fmt: skip
-
-
-def _status_mb(key: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -75,7 +71,7 @@ def _child(args: argparse.Namespace) -> None:
     model, tok = load_model(cfg.model)
     trainer = RLTrainer(cfg, model=model, tokenizer=tok)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    loaded = _status_mb("VmRSS")
+    loaded = status_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     steps = []
     for step in range(args.steps):
@@ -87,52 +83,31 @@ def _child(args: argparse.Namespace) -> None:
 
             _fast_llama._CACHE.clear()
         trainer.consume(batch)
-        steps.append({"gen_s": t1 - t0, "update_s": time.perf_counter() - t1, "peak_mb": _status_mb("VmHWM")})
+        steps.append({"gen_s": t1 - t0, "update_s": time.perf_counter() - t1, "peak_mb": status_mb("VmHWM")})
     print(json.dumps({"mode": args.child, "trainable": trainable, "loaded_mb": loaded, "steps": steps}))
 
 
 def _ablate_child(args: argparse.Namespace) -> None:
-    """One configuration of ``--ablate`` (see the module doc)."""
+    """One configuration of ``--ablate`` (see the module doc): ``rl_update_speed.update_setup``'s update."""
     import copy
     import importlib
 
     import torch
 
     torch.set_num_threads(args.threads)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from gpu_rl_update import fill_old_logprobs, make_rows
-    from verigym.policies.catalogue import resolve
-    from verigym.recipes.quickstart_real import real_quickstart_config
-    from verigym.train._update import UpdateState, policy_update
-    from verigym.train.optim import make_optimizer
-
     for target, value in ABLATIONS[args.ablate_child].items():
         module, attr = target.rsplit(".", 1)
         setattr(importlib.import_module(module), attr, value)
-    shape = {"groups": 8, "group_size": 8, "min_new": 4, "max_new": 16}
-    path = resolve(args.model)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    model.eval()
-    rows = make_rows(tok, shape, args.seed, model.config.vocab_size)
-    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-    fill_old_logprobs(model, rows, pad)
-    rl = real_quickstart_config(tempfile.mkdtemp(prefix="rl_memory_"), model=args.model, seed=args.seed,
-                                sampling__max_tokens=16, rl__pack_tokens=512).rl  # fmt: skip
-    opt, sched = make_optimizer(model.parameters(), rl, 10_000, foreach=True)
-    state = UpdateState(optimizer=opt, scheduler=sched, generator=torch.Generator())
-    loaded = _status_mb("VmRSS")
+    setup = update_setup(args.model, "recipe", args.seed)
+    loaded = status_mb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
     cpu, peak = [], 0.0
     for i in range(3):
         c0 = time.process_time()
-        policy_update(model, copy.deepcopy(rows), rl, state, pad_id=pad, temperature=1.0, max_len=16,
-                      micro_rows=rl.micro_batch_rows, share_prefix=rl.share_prefix)  # fmt: skip
+        setup.run(copy.deepcopy(setup.rows))
         cpu.append(time.process_time() - c0)
         if i == 1:
-            peak = _status_mb("VmHWM")
+            peak = status_mb("VmHWM")
     print(json.dumps({"loaded_mb": loaded, "peak_mb": peak, "cpu_s": cpu}))
 
 

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,70 @@ TARGET_SPEEDUP = 1.5
 TARGET_PEAK_MB = 3 * 1024
 
 
-def _status_mb(key: str) -> float:
+def status_mb(key: str) -> float:
+    """``key`` of this process's ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+@dataclass
+class UpdateSetup:
+    """One update's inputs as ``update_setup`` builds them: the model, the batch with π_old filled, the
+    recipe's RL settings and the optimizer state; ``run(batch)`` is one ``policy_update`` on ``batch``."""
+
+    model: Any
+    rows: list[Any]
+    pad: int
+    rl: Any
+    state: Any
+    max_len: int
+
+    def run(self, batch: list[Any]) -> dict[str, Any]:
+        from verigym.train._update import policy_update
+
+        rl = self.rl
+        metrics = policy_update(self.model, batch, rl, self.state, pad_id=self.pad, temperature=1.0,
+                                max_len=self.max_len, micro_rows=rl.micro_batch_rows, share_prefix=rl.share_prefix)  # fmt: skip
+        return dict(metrics)
+
+
+def update_setup(model_name: str, shape: str, seed: int) -> UpdateSetup:
+    """The update's set-up, in the calling process (torch's threads are the caller's): ``model_name``
+    loaded in float32, ``SHAPES[shape]``'s batch (``gpu_rl_update.make_rows``) with π_old from a plain
+    no-grad forward, the real-model recipe's RL settings at that shape, and the optimizer as
+    ``RLTrainer`` builds it (``make_optimizer(..., foreach=True)``). ``benchmarks/rl_memory.py
+    --ablate`` runs its updates on the same set-up."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gpu_rl_update import fill_old_logprobs, make_rows  # the GPU benchmark's batch, on the CPU
+    from verigym.policies.catalogue import resolve
+
+    try:
+        from verigym.recipes.quickstart_real import real_quickstart_config
+    except ImportError:  # a base revision from before verigym.recipes (8ecc9df)
+        from verigym.train.quickstart_real import real_quickstart_config  # type: ignore[no-redef]
+    from verigym.train._update import UpdateState
+    from verigym.train.optim import make_optimizer
+
+    dims = SHAPES[shape]
+    path = resolve(model_name)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model.eval()
+    rows = make_rows(tok, dims, seed, model.config.vocab_size)
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    fill_old_logprobs(model, rows, pad)
+    sets = {"sampling__max_tokens": dims["max_new"], "rl__pack_tokens": dims["pack_tokens"]}
+    rl = real_quickstart_config(tempfile.mkdtemp(prefix="rl_update_speed_"), model=model_name, seed=seed,
+                                **sets).rl  # fmt: skip
+    opt, sched = make_optimizer(model.parameters(), rl, 10_000, foreach=True)
+    state = UpdateState(optimizer=opt, scheduler=sched, generator=torch.Generator())
+    return UpdateSetup(model, rows, pad, rl, state, dims["max_new"])
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -57,46 +117,22 @@ def _worker(args: argparse.Namespace) -> None:
 
     import torch
 
-    torch.set_num_threads(args.threads)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     import verigym
-    from gpu_rl_update import fill_old_logprobs, make_rows  # the GPU benchmark's batch, on the CPU
-    from verigym.policies.catalogue import resolve
 
-    try:
-        from verigym.recipes.quickstart_real import real_quickstart_config
-    except ImportError:  # a base revision from before verigym.recipes (8ecc9df)
-        from verigym.train.quickstart_real import real_quickstart_config  # type: ignore[no-redef]
-    from verigym.train._update import UpdateState, policy_update
-    from verigym.train.optim import make_optimizer
-
-    shape = SHAPES[args.shape]
-    path = resolve(args.model)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    model.eval()
-    rows = make_rows(tok, shape, args.seed, model.config.vocab_size)
-    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-    fill_old_logprobs(model, rows, pad)
-    sets = {"sampling__max_tokens": shape["max_new"], "rl__pack_tokens": shape["pack_tokens"]}
-    rl = real_quickstart_config(tempfile.mkdtemp(prefix="rl_update_speed_"), model=args.model, seed=args.seed,
-                                **sets).rl  # fmt: skip
-    opt, sched = make_optimizer(model.parameters(), rl, 10_000, foreach=True)
-    state = UpdateState(optimizer=opt, scheduler=sched, generator=torch.Generator())
+    torch.set_num_threads(args.threads)
+    setup = update_setup(args.model, args.shape, args.seed)
+    model, rows, rl = setup.model, setup.rows, setup.rl
     start = {} if args.peak else {k: v.detach().clone() for k, v in model.state_dict().items()}
-    o = getattr(opt, "defaults", {})
-    info = {"verigym": verigym.__file__, "rss_mb": _status_mb("VmRSS"), "fused": o.get("fused"),
+    o = getattr(setup.state.optimizer, "defaults", {})
+    info = {"verigym": verigym.__file__, "rss_mb": status_mb("VmRSS"), "fused": o.get("fused"),
             "foreach": o.get("foreach"), "rows": len(rows), "tokens": sum(len(r.ids) for r in rows),
             "new_tokens": sum(r.model_tokens for r in rows), "packing": rl.packing,
             "pack_tokens": rl.pack_tokens, "threads": torch.get_num_threads()}  # fmt: skip
     Path("/proc/self/clear_refs").write_text("5")  # peak RSS from here on
     if args.peak:  # a training process: no copy of the weights to restore; two steps (AdamW's moments)
         for _ in range(2):
-            policy_update(model, copy.deepcopy(rows), rl, state, pad_id=pad, temperature=1.0,
-                          max_len=shape["max_new"], micro_rows=rl.micro_batch_rows, share_prefix=rl.share_prefix)  # fmt: skip
-        print(json.dumps({**info, "peak_mb": _status_mb("VmHWM")}), flush=True)
+            setup.run(copy.deepcopy(rows))
+        print(json.dumps({**info, "peak_mb": status_mb("VmHWM")}), flush=True)
         return
     print(json.dumps(info), flush=True)
     for line in sys.stdin:
@@ -110,13 +146,12 @@ def _worker(args: argparse.Namespace) -> None:
         with torch.no_grad():
             for k, v in model.state_dict().items():
                 v.copy_(start[k])
-        state.generator.manual_seed(args.seed)
+        setup.state.generator.manual_seed(args.seed)
         batch = copy.deepcopy(rows)
         t0, c0 = time.perf_counter(), time.process_time()
-        m = policy_update(model, batch, rl, state, pad_id=pad, temperature=1.0, max_len=shape["max_new"],
-                          micro_rows=rl.micro_batch_rows, share_prefix=rl.share_prefix)  # fmt: skip
+        m = setup.run(batch)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": _status_mb("VmHWM"), "loss": m["loss"],
+        print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": status_mb("VmHWM"), "loss": m["loss"],
                           "grad_norm": m["grad_norm"]}), flush=True)  # fmt: skip
 
 
