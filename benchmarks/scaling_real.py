@@ -237,8 +237,8 @@ def run_rl(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_serve(args: argparse.Namespace) -> dict[str, Any]:
-    from serve_vs_llamacpp import percentile, prompt_order, run_level
-    from serve_vs_transformers import verigym_server
+    from _serve_bench import percentile, run_level, verigym_server
+    from serve_vs_llamacpp import prompt_order
     from verigym.policies.catalogue import resolve
 
     prompts = prompt_order(args.seed)

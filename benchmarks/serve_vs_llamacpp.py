@@ -8,9 +8,10 @@ subprocess on 127.0.0.1 for every (round, concurrency): ``verigym serve DIR --th
 client, the GGUF's own chat template), warmed up before the clock starts (one request, then N at once,
 8 tokens each).
 
-The client is the official ``openai.AsyncOpenAI``: greedy (``temperature=0``) chat completions of
-``--tokens`` tokens, each a user question from a fixed list (request i asks the i-th of a seeded
-shuffle; both sides and every round ask the same sequence), N closed-loop workers. ``llama-server`` gets
+The client (``_serve_bench.run_level``, shared with the other serving benchmarks) is the official
+``openai.AsyncOpenAI``: greedy (``temperature=0``) chat completions of ``--tokens`` tokens, each a user
+question from a fixed list (request i asks the i-th of a seeded shuffle; both sides and every round ask
+the same sequence), N closed-loop workers. ``llama-server`` gets
 ``ignore_eos`` so every reply is exactly ``--tokens`` long; ``verigym serve`` has no per-request way to
 ignore EOS (no ``ignore_eos``/``min_tokens`` field), so the questions are ones whose greedy SmolLM2
 replies run past 64 tokens, and tokens/s counts the completion tokens each reply's ``usage`` reports
@@ -38,7 +39,6 @@ import shlex
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,15 @@ from typing import Any
 import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve_vs_transformers import Server, ServerFailed, cpu_ticks, verigym_server
+from _serve_bench import (  # the serving benchmarks' shared pieces (a sibling module)
+    Reply,
+    Server,
+    ServerFailed,
+    cpu_ticks,
+    percentile,
+    run_level,
+    verigym_server,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA_SERVER = REPO / ".bench/llamacpp/build/bin/llama-server"
@@ -83,15 +91,6 @@ PROMPTS: tuple[str, ...] = (
 
 
 @dataclass
-class Reply:
-    latency_s: float
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    text: str
-
-
-@dataclass
 class Level:
     """One side at one concurrency, over the rounds (one run a round)."""
 
@@ -115,13 +114,6 @@ class Level:
         return percentile([r.latency_s for r in self.replies], q)
 
 
-def percentile(values: list[float], q: int) -> float:
-    values = sorted(values)
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
 def prompt_order(seed: int) -> list[str]:
     """The questions in the seeded order requests take them (request i: ``order[i % len]``)."""
     order = list(PROMPTS)
@@ -135,47 +127,6 @@ def llama_server(
     argv = [str(binary), "-m", str(gguf), "-np", str(slots), "-c", str(slots * ctx), "-t", str(threads)]
     argv += ["-tb", str(threads), "--jinja", "--host", "127.0.0.1", "--no-webui", *extra]
     return Server(LLAMA, argv, dict(os.environ), log)
-
-
-async def run_level(
-    url: str,
-    model: str,
-    prompts: list[str],
-    concurrency: int,
-    requests: int,
-    tokens: int,
-    extra: dict[str, Any],
-) -> tuple[float, list[Reply]]:
-    """``requests`` greedy chats from ``concurrency`` closed-loop workers; (wall seconds, replies by index)."""
-    client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=900.0)
-    replies: list[Reply | None] = [None] * requests
-    indices = iter(range(requests))
-
-    async def worker() -> None:
-        for i in indices:
-            t0 = time.perf_counter()
-            reply = await client.chat.completions.create(
-                model=model,
-                messages=[{"role": "user", "content": prompts[i % len(prompts)]}],
-                max_tokens=tokens,
-                temperature=0.0,
-                extra_body=extra or None,
-            )
-            usage = reply.usage
-            choice = reply.choices[0]
-            replies[i] = Reply(
-                time.perf_counter() - t0,
-                usage.prompt_tokens if usage else 0,
-                usage.completion_tokens if usage else 0,
-                str(choice.finish_reason),
-                choice.message.content or "",
-            )
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - t0
-    await client.close()
-    return wall, [r for r in replies if r is not None]
 
 
 def measure(

@@ -9,8 +9,8 @@ its paged cache sized by ``CB_SIZING`` below, ``--tf-args`` to change; ``--tf-mo
 own default mode, one ``model.generate()`` at a time). ``verigym serve`` runs as its CLI does
 (continuous batching: a request joins the running pass at its next step when the cache has room).
 
-The client is the official ``openai.AsyncOpenAI``. Every request is a chat completion of one of a
-fixed list of short user prompts, ``temperature=0`` (greedy), ``max_tokens`` 64. ``verigym serve`` has
+The client (``_serve_bench.run_level``, shared with the other serving benchmarks) is the official
+``openai.AsyncOpenAI``. Every request is a chat completion of one of a fixed list of short user prompts, ``temperature=0`` (greedy), ``max_tokens`` 64. ``verigym serve`` has
 no per-request way to ignore EOS (``stop_token_ids=[]`` is a ``LocalPolicy`` argument, not a flag), so
 completions stop at EOS or 64 tokens: the script reports the mean completion tokens of each side, how
 many of the first round's completions are identical on both sides, and compares completion tokens/s. Each concurrency
@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,10 +42,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import openai
 
-VERIGYM = "verigym"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _serve_bench import (  # the serving benchmarks' shared pieces (a sibling module)
+    VERIGYM,
+    Reply,
+    Server,
+    ServerFailed,
+    cpu_ticks,
+    percentile,
+    run_level,
+    verigym_server,
+)
+
 TRANSFORMERS = "transformers"
 TARGET_SPEEDUP_AT_32 = 2.0
 
@@ -84,22 +93,10 @@ TF_LAUNCHER = (
 )
 
 
-class ServerFailed(RuntimeError):
-    """A server that exited or never answered ``/v1/models``; the message is one line."""
-
-
-@dataclass
-class Result:
-    latency_s: float
-    completion_tokens: int
-    finish_reason: str
-    text: str
-
-
 @dataclass
 class LevelRun:
     wall_s: float
-    results: list[Result]
+    results: list[Reply]
     steal_pct: float = 0.0  # CPU time the hypervisor took (``/proc/stat`` steal) while it ran
 
 
@@ -110,7 +107,7 @@ class Tally:
     runs: list[LevelRun] = field(default_factory=list)
 
     @property
-    def results(self) -> list[Result]:
+    def results(self) -> list[Reply]:
         return [r for run in self.runs for r in run.results]
 
     @property
@@ -126,11 +123,8 @@ class Tally:
     def round_tokens_per_s(self) -> list[float]:
         return [sum(r.completion_tokens for r in run.results) / run.wall_s for run in self.runs]
 
-    def percentile(self, q: float) -> float:
-        values = sorted(r.latency_s for r in self.results)
-        if len(values) == 1:
-            return values[0]
-        return statistics.quantiles(values, n=100, method="inclusive")[round(q) - 1]
+    def percentile(self, q: int) -> float:
+        return percentile([r.latency_s for r in self.results], q)
 
     def steal_pct(self) -> float:
         return statistics.fmean(run.steal_pct for run in self.runs)
@@ -140,85 +134,6 @@ class Tally:
 
     def capped(self) -> int:
         return sum(r.finish_reason == "length" for r in self.results)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """(steal, total) CPU ticks of the whole machine so far (``/proc/stat``; zeros where it is missing)."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError, IndexError):
-        return 0, 0
-    return (fields[7] if len(fields) > 7 else 0), sum(fields)
-
-
-def one_line_reason(log: Path) -> str:
-    """The line of a server's log that says why it stopped: the last error-looking line, else the last."""
-    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return "it exited without output"
-    for line in reversed(lines):
-        if "Error" in line or "error:" in line.lower() or "Exception" in line:
-            return line
-    return lines[-1]
-
-
-class Server:
-    """One server subprocess; ``start()`` waits until ``/v1/models`` answers and reads its model id."""
-
-    def __init__(self, side: str, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.side = side
-        self.argv = argv
-        self.env = env
-        self.log = log
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.model_id = ""
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout_s: float) -> Server:
-        argv = [*self.argv, "--port", str(self.port)]
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServerFailed(f"exited with status {self.proc.returncode}: {one_line_reason(self.log)}")
-            try:
-                reply = httpx.get(f"{self.url}/models", timeout=5)
-                if reply.status_code == 200:
-                    self.model_id = str(reply.json()["data"][0]["id"])
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise ServerFailed(f"no answer on /v1/models within {timeout_s:.0f}s: {one_line_reason(self.log)}")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # transformers serve can hang on SIGTERM
-            self.proc.kill()
-            self.proc.wait(timeout=20)
-
-
-def verigym_server(model_dir: str, threads: int, log: Path) -> Server:
-    argv = [sys.executable, "-m", "verigym", "serve", model_dir, "--threads", str(threads)]
-    argv += ["--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads)}
-    return Server(VERIGYM, argv, env, log)
 
 
 def transformers_server(
@@ -234,34 +149,13 @@ def transformers_server(
     return Server(TRANSFORMERS, argv, env, log)
 
 
-async def run_level(
-    url: str, model: str, concurrency: int, requests: int, max_tokens: int, timeout_s: float
-) -> LevelRun:
-    """``requests`` chat completions from ``concurrency`` closed-loop workers; request i asks prompt
-    i mod len(PROMPTS)."""
-    client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=timeout_s)
-    results: list[Result | None] = [None] * requests
-    next_index = iter(range(requests))
-
-    async def worker() -> None:
-        for i in next_index:
-            t0 = time.perf_counter()
-            reply = await client.chat.completions.create(
-                model=model,
-                messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                max_tokens=max_tokens,
-                temperature=0.0,
-            )
-            latency = time.perf_counter() - t0
-            choice = reply.choices[0]
-            tokens = reply.usage.completion_tokens if reply.usage is not None else 0
-            results[i] = Result(latency, tokens, str(choice.finish_reason), choice.message.content or "")
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    wall = time.perf_counter() - start
-    await client.close()
-    return LevelRun(wall, [r for r in results if r is not None])
+def _level(server: Server, concurrency: int, requests: int, args: argparse.Namespace) -> LevelRun:
+    """One level's closed loop (``_serve_bench.run_level``) over ``PROMPTS``, ``--max-tokens`` each."""
+    wall, replies = asyncio.run(
+        run_level(server.url, server.model_id, PROMPTS, concurrency, requests, args.max_tokens,
+                  timeout_s=args.request_timeout)
+    )  # fmt: skip
+    return LevelRun(wall, replies)
 
 
 def parse_levels(text: str) -> list[tuple[int, int]]:
@@ -283,16 +177,12 @@ def measure_side(
     try:
         print(f"  {server.side}: up in {time.perf_counter() - t0:.1f}s as {server.model_id!r}", flush=True)
         warm = max(c for c, _ in levels)
-        asyncio.run(run_level(server.url, server.model_id, 1, 2, args.max_tokens, args.request_timeout))
-        asyncio.run(run_level(server.url, server.model_id, warm, warm, args.max_tokens, args.request_timeout))
+        _level(server, 1, 2, args)
+        _level(server, warm, warm, args)
         runs = {}
         for concurrency, requests in levels:
             steal0, total0 = cpu_ticks()
-            run = asyncio.run(
-                run_level(
-                    server.url, server.model_id, concurrency, requests, args.max_tokens, args.request_timeout
-                )
-            )
+            run = _level(server, concurrency, requests, args)
             steal1, total1 = cpu_ticks()
             run.steal_pct = 100.0 * (steal1 - steal0) / max(1, total1 - total0)
             tokens = sum(r.completion_tokens for r in run.results)
