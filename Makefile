@@ -119,6 +119,9 @@ bench-venv:
 	# OpenEnv (its server, GenericEnvClient and `openenv init`) for the env-server interop checks; its deps
 	# (gradio, fastmcp: mcp<2) cannot share the main venv, whose mcp is 2.x
 	.bench/venv/bin/python -m pip install -q -c constraints.txt openenv==0.10.0
+	# inspect-ai, pinned (benchmarks/view_vs_inspect.py and view_scale.py --inspect: its .eval logs and viewer,
+	# written by benchmarks/_inspect_log_side.py)
+	.bench/venv/bin/python -m pip install -q -c constraints.txt inspect-ai==0.3.285
 	# llama.cpp's own `llama-server` (benchmarks/serve_vs_llamacpp.py, issue 43), built from the llama.cpp tree that
 	# llama-cpp-python 0.3.36's source package vendors (its Python server runs one request at a time): about 7
 	# minutes on 2 cores, skipped when built; then SmolLM2-135M-Instruct converted to an f32 GGUF by that tree's
