@@ -4,6 +4,9 @@ thread count chosen by timing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -163,3 +166,19 @@ def test_the_thread_choice_keeps_the_faster_count_and_restores_torchs(two_thread
     assert idle.threads() == 2
     with threads(1), ThreadChoice().step(8):  # one torch thread: nothing to choose
         assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("preset", [None, "8"])
+def test_the_onednn_primitive_caches_are_bounded_unless_the_user_set_them(preset: str | None) -> None:
+    """oneDNN's and ideep's caches would keep a primitive per shape seen (1,024 each by default: a
+    training process's live memory grew ~45 MB a step); verigym bounds them in a fresh process, and
+    a user's setting wins."""
+    names = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    if preset is not None:
+        env.update(dict.fromkeys(names, preset))
+    code = "import os; from verigym._onednn import available; available(); print(os.environ['{}'], os.environ['{}'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code.format(*names)], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [preset or "64"] * 2
