@@ -202,6 +202,44 @@ def test_packed_sft_forward_equals_unpacked() -> None:
     assert packed == pytest.approx(unpacked, abs=1e-4)
 
 
+def test_sft_on_a_real_model_takes_the_updates_kernels_with_the_same_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model above ``MIN_WEIGHT`` (here the tiny one, with the threshold lowered) trains SFT through
+    the RL update's forward (one packed sequence, oneDNN products, lean layers, the chunked head): the
+    same loss and the same SGD step as the plain forward, within float round-off."""
+    import copy
+
+    from verigym.train import _cpu_kernels as K
+    from verigym.train.config import SFTConfig
+    from verigym.train.sft import _sft_step
+
+    base, _tok = _tiny()
+    rows = [
+        Row(ids=[5, 17, 11, 82, 17, 11, 90, 2, 6, 11, 14, 2], mask=[0] * 9 + [1] * 3, logprobs=None),
+        Row(ids=[5, 12, 82, 13, 90, 2, 6, 15, 2], mask=[0] * 7 + [1] * 2, logprobs=None),
+        Row(ids=[5, 19, 82, 19, 90, 2, 6, 11, 18, 2], mask=[0] * 7 + [1] * 3, logprobs=None),
+    ]
+    results = []
+    for lean in (False, True):
+        model = copy.deepcopy(base)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        with monkeypatch.context() as mp:
+            if lean:
+                mp.setattr(K, "MIN_WEIGHT", 1)
+            assert K.lean_training(model) == lean
+            loss = _sft_step(model, rows, SFTConfig(grad_accum=2), 0, "cpu", opt)
+        assert all(p.grad is None for p in model.parameters())  # dropped after the step
+        results.append((loss, [p.detach().clone() for p in model.parameters()]))
+    (plain, p0), (lean_loss, p1) = results
+    assert lean_loss == pytest.approx(plain, rel=1e-5)
+    for a, b in zip(p0, p1, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert any(
+        not torch.equal(a, b) for a, b in zip(p0, [p.detach() for p in base.parameters()], strict=True)
+    )
+
+
 def test_env_mix_follows_weight_schedule_and_difficulty_filter() -> None:
     from verigym.envs.builtin.arithmetic import ArithmeticEnv
     from verigym.policies.scripted import ScriptedPolicy

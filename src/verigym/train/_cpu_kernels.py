@@ -54,6 +54,7 @@ __all__ = [
     "OneDnnLinear",
     "attention_blocks",
     "available",
+    "lean_training",
     "on_cpu",
     "training_kernels",
     "usable",
@@ -299,6 +300,13 @@ def training_kernels(enabled: bool = True, model: Any = None) -> Iterator[None]:
     finally:
         if large:
             _malloc.release(at_exit=True)  # the forward's temporaries, before the backward's peak
+
+
+def lean_training(model: Any) -> bool:
+    """Whether ``training_kernels(model=model)`` changes how ``model`` trains: a CPU model with a
+    float32 weight of at least ``MIN_WEIGHT`` entries (a real model; the built-in tiny ones keep their
+    original modules and numbers bit for bit)."""
+    return on_cpu(model) and _large(model)
 
 
 def _large(model: Any) -> bool:

@@ -134,6 +134,7 @@ def sft_train(
 ) -> dict[str, Any]:
     """Train in place; ``evaluate()`` (held-out pass@1) runs every ``eval_every`` steps and at the end,
     and training stops early once it reaches ``target_pass_at_1``. Returns a summary."""
+    from verigym.train._cpu_kernels import lean_training
     from verigym.train.optim import make_optimizer
 
     if not rows:
@@ -143,7 +144,10 @@ def sft_train(
     gen = torch.Generator().manual_seed(seed)
     per_epoch = math.ceil(len(rows) / cfg.batch_size)
     total = cfg.max_steps or per_epoch * cfg.epochs
-    opt, sched = make_optimizer(model.parameters(), cfg, total)
+    # a real model on a CPU: fused AdamW, as the RL update (the tiny models keep the per-tensor loop)
+    opt, sched = make_optimizer(
+        model.parameters(), cfg, total, foreach=True if lean_training(model) else None
+    )
     step, last_eval, t0 = 0, math.nan, time.perf_counter()
     stopped_early = False
     while step < total and not stopped_early:
@@ -185,16 +189,26 @@ def sft_train(
 def _sft_step(
     model: Any, rows: list[Row], cfg: SFTConfig, pad: int, device: Any, opt: torch.optim.Optimizer
 ) -> float:
+    from verigym.policies.local import release_decode_copies
+    from verigym.train import packing
+    from verigym.train._cpu_kernels import lean_training, training_kernels
     from verigym.train._update import forward_logprobs
 
+    release_decode_copies(model)  # stale after every step: not held beside the step's activations
     model.train()
+    lean = lean_training(model)
     total_tokens = float(sum(r.model_tokens for r in rows))
     opt.zero_grad(set_to_none=True)
     size = math.ceil(len(rows) / cfg.grad_accum)
     value = 0.0
     for i in range(0, len(rows), size):
         part = rows[i : i + size]
-        if cfg.packing:
+        if lean:  # a real model on a CPU: the RL update's forward (one packed sequence, oneDNN
+            # products, lean layers, the head by chunks without the [tokens x vocab] logits)
+            with training_kernels(True, model=model):
+                fwd = packing.forward_packed(model, part, 1.0, share_prefix=False, entropy_grad=False)
+            logp, mask = fwd.logp, fwd.mask
+        elif cfg.packing:
             logp, mask = packed_logprobs(model, part, pad, cfg.pack_length, device)
         else:
             batch = collate(part, pad).to(device)
@@ -205,6 +219,7 @@ def _sft_step(
         value += float(loss.detach())
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
+    opt.zero_grad(set_to_none=True)  # not held through a held-out eval's generation
     return value
 
 
