@@ -12,8 +12,8 @@ rate measured at that thread count, the bandwidth peak the copy's.
 ``--reps`` after a warm-up: prefill of 8 recipe prompts (52 tokens) and decode steps at batch 1, 8 and
 32 (``policies.local._fast_llama.FastLlama``, the path ``LocalPolicy`` generates with), the RL update
 (``policy_update`` at the recipe's settings on ``gpu_rl_update.make_rows``' 8 × 8 batch: forward,
-backward and optimizer timed apart by wrappers), an SFT step (8 rows of prompt + 16 tokens: forward
-with a full-vocabulary loss, backward and AdamW on SFT's own kernels) and grading (the math grader on
+backward and optimizer timed apart by wrappers), an SFT step (``sft._sft_step`` on 8 rows of prompt + 16 tokens:
+on a real model the update's kernels and fused AdamW, as ``sft_train`` runs it) and grading (the math grader on
 ``tests/suites/math.jsonl``; no FLOP or byte count: Python and sympy).
 
 **Work** from the shapes: FLOPs = 2 × parameters × tokens through each matmul (the body's
@@ -212,31 +212,35 @@ def rl_update(model: Any, tok: Any, s: Shapes, pk: dict[str, Any], reps: int) ->
 
 
 def sft_step(model: Any, tok: Any, s: Shapes, pk: dict[str, Any], reps: int) -> list[dict[str, Any]]:
-    """An SFT-shaped step on ``sft.sft_train``'s kernels: a full-vocabulary next-token loss (the model's
-    own), backward, AdamW as SFT builds it (``make_optimizer`` without ``foreach``: torch's per-tensor
-    loop on a CPU), plain ``F.linear`` (SFT does not use the update's ``training_kernels``)."""
+    """An SFT step as ``sft.sft_train`` runs it: ``sft._sft_step`` on 8 rows of a 52-token prompt and a
+    16-token answer (the loss on the answer only). On a real model on a CPU that is the RL update's
+    forward (one packed sequence, oneDNN products, lean layers, the head by chunks over the answers'
+    positions) and fused AdamW (``make_optimizer(foreach=True)``, as ``sft_train`` builds it)."""
     try:
         from verigym.recipes.quickstart_real import real_quickstart_config
     except ImportError:  # before verigym.recipes
         from verigym.train.quickstart_real import real_quickstart_config  # type: ignore[no-redef]
+    from verigym.train._cpu_kernels import lean_training
     from verigym.train.optim import make_optimizer
+    from verigym.train.packing import row_starts
+    from verigym.train.samples import Row
+    from verigym.train.sft import _sft_step
 
     sft = real_quickstart_config(tempfile.mkdtemp(), model="x", seed=0).sft
-    opt, _ = make_optimizer(model.parameters(), sft, 10_000)
+    opt, _ = make_optimizer(model.parameters(), sft, 10_000, foreach=True if lean_training(model) else None)
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(100, model.config.vocab_size, (8, 68), generator=g)
-    model.train()
+    ids = torch.randint(100, model.config.vocab_size, (8, 68), generator=g).tolist()
+    rows = [Row(ids=r, mask=[0] * 52 + [1] * 16, logprobs=None) for r in ids]
+    pad = int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
 
     def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        model(input_ids=ids, labels=ids).loss.backward()
-        opt.step()
+        _sft_step(model, rows, sft, pad, "cpu", opt)
 
     t = clock(step, reps)
     model.eval()
-    n = ids.numel()
-    flops = 6 * (s.body + s.head) * n + 3 * s.attn(8 * 68 * 69 / 2) + 4 * s.total
-    note = "fwd+bwd+AdamW (SFT's own path: MKL, per-tensor AdamW)"
+    projected = sum(len(r.ids) - start for r, start in zip(rows, row_starts(rows), strict=True))
+    flops = 6 * s.body * 8 * 68 + 6 * s.head * projected + 3 * s.attn(8 * 68 * 69 / 2) + 4 * s.total
+    note = f"fwd+bwd+AdamW (the update's kernels, fused AdamW; {projected} positions projected)"
     return [_row("SFT step (8 × 68 tokens)", t, flops, 3 * 4 * (s.body + s.head) + 28 * s.total, pk, note)]
 
 
