@@ -12,10 +12,11 @@ its groups × samples, 16 new tokens, DAPO, AdamW), without SFT and with dynamic
 step updates (the base model rarely earns a reward; rows with zero advantage still run the whole
 forward/backward/optimizer step). After loading, the peak RSS (``VmHWM``) is reset (Linux
 ``clear_refs``) and ``--steps`` RL steps run (generation + scoring + update); printed: RSS after
-loading, the peak during the steps, and each step's generation and update seconds.
+loading, the peak during the steps, each step's generation and update seconds, and the RSS after each
+step (flat from step to step unless something accumulates: it grew ~45 MB a step while oneDNN's
+primitive caches filled, issue 43 item 2). RSS figures are MiB (``/proc`` kB / 1024), printed "MB".
 
     python benchmarks/rl_memory.py [--model smollm2-135m-instruct] [--steps 2] [--modes full,lora]
-    python benchmarks/rl_memory.py --modes full+packing --drop-decode-copies   # a diagnostic
     python benchmarks/rl_memory.py --ablate [--only all,none]
 """
 
@@ -78,12 +79,9 @@ def _child(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         batch = asyncio.run(trainer.producer.produce(step))
         t1 = time.perf_counter()
-        if args.drop_decode_copies:  # diagnostic: what the local decode path's weight copies cost
-            from verigym.policies.local import _fast_llama
-
-            _fast_llama._CACHE.clear()
         trainer.consume(batch)
-        steps.append({"gen_s": t1 - t0, "update_s": time.perf_counter() - t1, "peak_mb": status_mb("VmHWM")})
+        steps.append({"gen_s": t1 - t0, "update_s": time.perf_counter() - t1, "peak_mb": status_mb("VmHWM"),
+                      "after_mb": status_mb("VmRSS")})  # fmt: skip
     print(json.dumps({"mode": args.child, "trainable": trainable, "loaded_mb": loaded, "steps": steps}))
 
 
@@ -134,8 +132,6 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--drop-decode-copies", action="store_true",
-                    help="diagnostic: drop the local decode path's weight copies before each update")  # fmt: skip
     ap.add_argument("--ablate", action="store_true", help="the update alone, each memory change off in turn")
     ap.add_argument("--only", default="", help=f"with --ablate: comma-separated, of {', '.join(ABLATIONS)}")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
@@ -157,15 +153,15 @@ def main() -> None:
           f"{args.steps} RL steps per mode, LoRA rank {args.lora_rank}")  # fmt: skip
     for mode in args.modes.split(","):
         cmd = [sys.executable, __file__, "--child", mode, "--model", args.model, "--steps", str(args.steps),
-               *(["--drop-decode-copies"] if args.drop_decode_copies else []),
                "--lora-rank", str(args.lora_rank), "--seed", str(args.seed), "--threads", str(args.threads)]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         res = json.loads(done.stdout.strip().splitlines()[-1])
         peak = max(s["peak_mb"] for s in res["steps"])
         times = ", ".join(f"{s['gen_s']:.1f}+{s['update_s']:.1f}s" for s in res["steps"])
+        after = ", ".join(f"{s['after_mb']:.0f}" for s in res["steps"])
         print(f"  {mode}: {res['trainable'] / 1e6:.2f}M trainable; RSS after loading {res['loaded_mb']:.0f} MB, "
               f"peak during the steps {peak:.0f} MB (+{peak - res['loaded_mb']:.0f}); "
-              f"generation+update per step {times}", flush=True)  # fmt: skip
+              f"generation+update per step {times}; RSS after each step {after} MB", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
