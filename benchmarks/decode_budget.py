@@ -10,6 +10,8 @@ thread count in ``--threads``, each the median of ``--reps`` runs after a warm-u
 * **greedy reply**: ``run_rows`` — the pass under ``LocalPolicy`` and ``verigym serve`` — on one chat
   prompt, ``--tokens`` tokens with EOS ignored, divided by the tokens; with ``--threads 2`` the
   decode steps run on the count ``ThreadChoice`` picks (two, idle);
+* **the products' fixed cost**: a oneDNN call on a packed 256 × 256 weight (cache-resident, ~1 µs of
+  arithmetic) times the step's number of products;
 * **the same reply with every product stubbed** (a preallocated zero output): what the rest of the
   step costs — norms, rotary, the cache writes, attention, sampling, the engine's bookkeeping.
 
@@ -58,6 +60,7 @@ def main() -> None:
     inputs = [torch.randn(1, 1536 if i % 4 == 3 else 576) for i in range(len(products) - 1)]
     inputs.append(torch.randn(1, 576))
     big = torch.randn(135_000_000)
+    small, row = _products.Product(torch.randn(256, 256)), torch.randn(1, 256)
 
     def products_once() -> None:
         for product, x in zip(products, inputs, strict=True):
@@ -77,14 +80,16 @@ def main() -> None:
 
     print(f"{args.model}, prompt {len(ids)} tokens, {args.tokens} greedy tokens, median of {args.reps}")
     print(
-        "| threads | read GB/s | products back to back, ms | reply, ms/token | reply, products stubbed, ms/token | reply − both parts, ms/token |"
+        f"| threads | read GB/s | products back to back, ms | their fixed cost ({len(products)} calls), ms | "
+        "reply, ms/token | reply, products stubbed, ms/token | reply − both parts, ms/token |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     with torch.inference_mode():
         for count in (int(c) for c in args.threads.split(",")):
             torch.set_num_threads(count)
             read = big.numel() * 4 / _median_s(lambda: float(big.sum()), args.reps) / 1e9
             floor = _median_s(products_once, args.reps) * 1e3
+            fixed = _median_s(lambda: [small(row) for _ in range(1000)], args.reps) * len(products)
             whole = _median_s(reply, args.reps) * 1e3 / args.tokens
             _products.Product.__call__ = stub  # type: ignore[method-assign]
             try:
@@ -92,7 +97,7 @@ def main() -> None:
             finally:
                 _products.Product.__call__ = real_call  # type: ignore[method-assign]
             print(
-                f"| {count} | {read:.1f} | {floor:.2f} | {whole:.2f} | {rest:.2f} | {whole - floor - rest:.2f} |",
+                f"| {count} | {read:.1f} | {floor:.2f} | {fixed:.2f} | {whole:.2f} | {rest:.2f} | {whole - floor - rest:.2f} |",
                 flush=True,
             )
 
