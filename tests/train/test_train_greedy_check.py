@@ -56,3 +56,26 @@ def test_the_sft_stopping_check_decodes_greedily(tmp_path: Path, seen: list[tupl
     run_train(_cfg(tmp_path, target_pass_at_1=1.0, target_greedy=True))
     # initial eval, two SFT checks, the after-SFT eval, the final eval: only the SFT checks are greedy
     assert seen == [(1.0, 3), (0.0, 1), (0.0, 1), (1.0, 3), (1.0, 3)]
+
+
+def test_the_final_eval_runs_without_adams_moments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training over (its checkpoints hold the optimizer), AdamW's moments — twice the trainable
+    weights, ~1 GB on SmolLM2 — are dropped before the final eval (issue 43 item 2)."""
+    trainers: list[RLTrainer] = []
+    held: list[int | None] = []
+    at_finish: list[int] = []
+    real_eval, real_finish = rl_module.evaluate, RLTrainer.finish_training  # type: ignore[attr-defined]
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        held.append(len(trainers[0].state.optimizer.state) if trainers else None)
+        return await real_eval(*args, **kwargs)
+
+    def finish(self: RLTrainer) -> None:
+        at_finish.append(len(self.state.optimizer.state))
+        real_finish(self)
+
+    monkeypatch.setattr(rl_module, "evaluate", spy)
+    monkeypatch.setattr(RLTrainer, "finish_training", finish)
+    summary = run_train(_cfg(tmp_path), on_trainer=trainers.append)
+    assert at_finish and at_finish[0] > 0  # the RL step made them
+    assert held[-1] == 0 and summary["pass_at_1_after_rl"] is not None

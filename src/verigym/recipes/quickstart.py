@@ -159,6 +159,7 @@ def learning_run(
     sft_weights = copy.deepcopy(model.state_dict())
     t1 = time.perf_counter()
     history = trainer.train()
+    trainer.finish_training()  # AdamW's moments not held through the evals and the control
     result["max_logprob_diff"] = max((h.get("logprob_diff", 0.0) for h in history), default=0.0)
     measure(trainer, "rl")
     result["lift"] = result["after_rl"] - result["after_sft"]

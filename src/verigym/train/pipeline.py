@@ -323,6 +323,7 @@ def run_train(
         no_update = no_update_reason(trainer, first)  # skipped) stops the run; no signal is a warning
         if "errored (first" in no_update or "skipped" in no_update:
             raise TrainingHalted(no_update)
+    trainer.finish_training()  # AdamW's moments not held through the final eval (~1 GB on SmolLM2)
     final = trainer.evaluate()
     summary.update({"pass_at_1_after_rl": final["eval/pass_at_1"], "steps": trainer.step})
     summary.update(_train_errors(trainer.out_dir))

@@ -258,6 +258,13 @@ class RLTrainer:
         )
         return path
 
+    def finish_training(self) -> None:
+        """The run's training is over (its checkpoints hold the optimizer for a resume): AdamW's
+        moments — twice the trainable weights — are not held through the final eval. A ``train()``
+        after this would restart them from zero."""
+        self.state.optimizer.state.clear()
+        _hand_back()
+
     def training_record(self, stage: Literal["sft", "rl"] = "rl", step: int | None = None) -> TrainingRecord:
         """What the model's weights are trained with (``train.record``): this run's environments, tool
         format and sampling, at ``step`` (default: the RL step) of ``stage``."""
