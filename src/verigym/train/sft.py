@@ -6,7 +6,11 @@ diverse. Data: the ``results.jsonl`` of an eval (exact token ids are used when t
 returned them; errored or failed samples are skipped), a JSONL of ``{"messages": [...]}`` (and
 optional ``"tools"``), or demonstrations from an environment's oracle, verified by its rubric.
 The loss is the token-mean NLL over assistant tokens only (the loss mask). With ``packing`` several
-rows share a sequence, separated by a block-diagonal attention mask (no cross-contamination).
+rows share a sequence, separated by a block-diagonal attention mask (no cross-contamination). A real
+model on a CPU (``_cpu_kernels.lean_training``) trains through the RL update's forward instead: each
+micro-batch one packed sequence (``packing.forward_packed``, so ``pack_length`` does not apply),
+oneDNN products, lean layers, the head by chunks over the loss positions, and fused AdamW — the same
+step within float round-off, about half the time and memory on SmolLM2 (issue 43).
 """
 
 from __future__ import annotations
