@@ -76,3 +76,17 @@ def test_init_package_loads_and_passes_check_env(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "not empty" in again.output
     bad = CliRunner().invoke(app, ["init", "Bad Name", "--dir", str(tmp_path)])
     assert bad.exit_code == 2 and "lowercase" in bad.output
+
+
+def test_a_suite_exits_1_when_a_member_did_not_run_and_0_when_all_did(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "bad"
+    bad = runner.invoke(
+        app, ["suite", "arithmetic,no_such_env", "--policy", "oracle", "-n", "2", "--out", str(out)]
+    )
+    assert bad.exit_code == 1, bad.output
+    assert "exit 1" in bad.output and "no_such_env" in bad.output and (out / "scorecard.json").exists()
+    good = runner.invoke(
+        app, ["suite", "arithmetic", "--policy", "oracle", "-n", "2", "--out", str(tmp_path / "ok")]
+    )
+    assert good.exit_code == 0, good.output

@@ -134,6 +134,30 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
         table.add_row(row["env"], reward, "–" if p1 is None else f"{p1:.3f}", errors)
     console.print(table)
     console.print(f"scorecard: {out / 'scorecard.json'} and {out / 'scorecard.html'}")
+    failing = [row["env"] for row in card["envs"] if _member_fails(row, config.fail_on_error)]
+    if failing:  # as `verigym eval` does for one environment, once the scorecard is written
+        from verigym._cli._eval_run import _threshold
+
+        console.print(
+            f"[bold red]exit 1[/]: {', '.join(failing)} did not run or errored past the threshold "
+            f"({_threshold(config.fail_on_error)}); the scorecard and every member's files are written",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+
+
+def _member_fails(row: dict[str, Any], fail_on_error: bool | float) -> bool:
+    """A suite member that did not run at all (every sample lost), or whose errored samples reach
+    ``fail_on_error`` (``verigym.eval.run.errors_fail``, as for one eval)."""
+    from verigym.eval.run import errors_fail
+
+    if row["error"]:
+        return True
+    samples, errors = int(row.get("n_samples") or 0), int(row.get("n_errors") or 0)
+    return errors_fail(
+        {"n_samples": samples, "n_errors": errors, "n_scored": samples - errors}, fail_on_error
+    )
 
 
 def compare_command(
@@ -200,6 +224,13 @@ def suite_command(
     threads: Threads = None,
     dtype: Dtype = None,
     tool_format: ToolFormat = None,
+    no_fail_on_error: bool = typer.Option(
+        False,
+        "--no-fail-on-error",
+        help="Exit 0 however many samples errored (by default any errored sample, or a member that did "
+        "not run, exits 1 once the scorecard is written; `verigym eval --suite --fail-on-error` takes a "
+        "threshold). A member that did not run at all still exits 1.",
+    ),
 ) -> None:
     """Evaluate a suite of environments and write one scorecard (JSON + HTML with a radar plot)."""
     set_threads(threads)
@@ -212,7 +243,7 @@ def suite_command(
                 "num_tasks": num_tasks, "samples_per_task": samples_per_task, "temperature": temperature,
                 "max_tokens": max_tokens, "concurrency": concurrency, "seed": seed,
                 "out": str(out) if out else None, "env_args": parse_kv(env_arg, "--env-arg"),
-                "dtype": dtype, "tool_format": tool_format,
+                "dtype": dtype, "tool_format": tool_format, "fail_on_error": not no_fail_on_error,
             },
             "suite",
         )  # fmt: skip
