@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import typer
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from verigym.eval.run import EvalResult
     from verigym.eval.workflow import EvalEvent
 
-__all__ = ["Workflow", "resolve_config", "run_with_progress"]
+__all__ = ["Workflow", "exit_for_errors", "resolve_config", "run_with_progress"]
 
 T = TypeVar("T")
 # a library workflow started with the progress display's ``on_event``
@@ -224,14 +224,24 @@ def run_with_progress(
         )
         raise typer.Exit(1)
     if errors_fail(summary, fail_on_error):
-        console.print(
-            f"[bold red]exit 1[/]: {summary['n_errors']} of {summary['n_samples']} samples errored and "
-            f"{_threshold(fail_on_error)}; results, summary and report are all written",
-            highlight=False,
-            soft_wrap=True,
+        exit_for_errors(
+            f"{summary['n_errors']} of {summary['n_samples']} samples errored",
+            fail_on_error,
+            "results, summary and report are all written",
         )
-        raise typer.Exit(1)
     return cast("T", done)
+
+
+def exit_for_errors(what: str, fail_on_error: bool | float, written: str) -> NoReturn:
+    """Exit 1 for errored samples that reached ``fail_on_error``, once every file is written: one
+    red line saying ``what`` errored, the threshold with the flags that change it, and ``written``
+    (``verigym eval`` for one environment, ``verigym suite`` for its members)."""
+    console.print(
+        f"[bold red]exit 1[/]: {what} and {_threshold(fail_on_error)}; {written}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)
 
 
 def _threshold(fail_on_error: bool | float) -> str:

@@ -136,15 +136,13 @@ def run_suite_command(suite: str, config: EvalConfig, *, policy_kind: str | None
     console.print(f"scorecard: {out / 'scorecard.json'} and {out / 'scorecard.html'}")
     failing = [row["env"] for row in card["envs"] if _member_fails(row, config.fail_on_error)]
     if failing:  # as `verigym eval` does for one environment, once the scorecard is written
-        from verigym._cli._eval_run import _threshold
+        from verigym._cli._eval_run import exit_for_errors
 
-        console.print(
-            f"[bold red]exit 1[/]: {', '.join(failing)} did not run or errored past the threshold "
-            f"({_threshold(config.fail_on_error)}); the scorecard and every member's files are written",
-            highlight=False,
-            soft_wrap=True,
+        exit_for_errors(
+            f"{', '.join(failing)} did not run or had errored samples",
+            config.fail_on_error,
+            "the scorecard and every member's files are written",
         )
-        raise typer.Exit(1)
 
 
 def _member_fails(row: dict[str, Any], fail_on_error: bool | float) -> bool:
