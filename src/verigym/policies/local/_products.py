@@ -94,10 +94,10 @@ class ThreadChoice:
     whose cores other processes share, each parallel region can wait a scheduler tick for a descheduled
     peer, and a decode step runs ~150 of them (measured here at load 3-5: a batch-1 step on two threads
     5-100x slower than on one). Idle, two threads are faster at every batch size, batch 1 included: one
-    core streams the weights at ~30 GB/s through oneDNN, two at ~50 GB/s, and a batch-1 step reads all
-    of them (SmolLM2-135M: 13.8 against 20.4 ms a step, ``benchmarks/RESULTS.md``). So from time to time
-    (``PROBE_FIRST`` steps, doubling up to ``PROBE_MOST`` while the choice stands) one step runs on one
-    thread and the next on all, and the faster is kept. Until the first probe, and for prefills
+    core streams the weights at ~34 GB/s through oneDNN, two at ~55 GB/s, and a batch-1 step reads
+    all of them (SmolLM2-135M: 14.0 against 19.8 ms a token, ``benchmarks/decode_budget.py``). So from
+    time to time (``PROBE_FIRST`` steps, doubling up to ``PROBE_MOST`` while the choice stands) one
+    step runs on one thread and the next on all, and the faster is kept. Until the first probe, and for prefills
     (``threads``), the choice stands: one thread at first, as a served batch-1 reply's 38-token prefill
     on two threads took 1.7 s at load 3 here, against ~0.1 s on one
     (``benchmarks/serve_step_profile.py``). The products give the same bits on one thread and on two
