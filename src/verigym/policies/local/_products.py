@@ -97,9 +97,9 @@ class ThreadChoice:
     core streams the weights at ~34 GB/s through oneDNN, two at ~55 GB/s, and a batch-1 step reads
     all of them (SmolLM2-135M: 14.0 against 19.8 ms a token, ``benchmarks/decode_budget.py``). So from
     time to time (``PROBE_FIRST`` steps, doubling up to ``PROBE_MOST`` while the choice stands) one
-    step runs on one thread and the next on all, and the faster is kept. Until the first probe, and for prefills
-    (``threads``), the choice stands: one thread at first, as a served batch-1 reply's 38-token prefill
-    on two threads took 1.7 s at load 3 here, against ~0.1 s on one
+    step runs on one thread and the next on all, and the faster is kept. Until the first probe, and
+    for prefills (``threads``), the choice stands: one thread at first, as a served batch-1 reply's
+    38-token prefill on two threads took 1.7 s at load 3 here, against ~0.1 s on one
     (``benchmarks/serve_step_profile.py``). The products give the same bits on one thread and on two
     (oneDNN and MKL split these products by rows and columns, not along the sum;
     ``tests/policies/local/test_products.py`` checks it), so the choice changes the speed only, never
