@@ -24,9 +24,8 @@ their sum. Compare with ``benchmarks/serve_vs_llamacpp.py``'s llama.cpp tokens/s
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 
 import torch
 
@@ -35,15 +34,8 @@ from verigym.policies.local._engine import run_rows
 from verigym.policies.local._fast_llama import _weights
 from verigym.types import Message, Sampling
 
-
-def _median_s(fn: Callable[[], object], reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from roofline import clock  # the median of reps after a warm-up call (a sibling benchmark)
 
 
 def main() -> None:
@@ -87,13 +79,13 @@ def main() -> None:
     with torch.inference_mode():
         for count in (int(c) for c in args.threads.split(",")):
             torch.set_num_threads(count)
-            read = big.numel() * 4 / _median_s(lambda: float(big.sum()), args.reps) / 1e9
-            floor = _median_s(products_once, args.reps) * 1e3
-            fixed = _median_s(lambda: [small(row) for _ in range(1000)], args.reps) * len(products)
-            whole = _median_s(reply, args.reps) * 1e3 / args.tokens
+            read = big.numel() * 4 / clock(lambda: float(big.sum()), args.reps) / 1e9
+            floor = clock(products_once, args.reps) * 1e3
+            fixed = clock(lambda: [small(row) for _ in range(1000)], args.reps) * len(products)
+            whole = clock(reply, args.reps) * 1e3 / args.tokens
             _products.Product.__call__ = stub  # type: ignore[method-assign]
             try:
-                rest = _median_s(reply, args.reps) * 1e3 / args.tokens
+                rest = clock(reply, args.reps) * 1e3 / args.tokens
             finally:
                 _products.Product.__call__ = real_call  # type: ignore[method-assign]
             print(
